@@ -1,0 +1,63 @@
+"""Who may see and do what: the one place views, API endpoints and consoles check access.
+
+An object of a project the user is not a member of does not exist for them (404). A member whose
+role is too low for the action gets 403, because they can already see the object.
+"""
+
+from typing import TypeVar
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.exceptions import PermissionDenied
+from django.db import models
+from django.http import Http404
+
+from instances.choices import Role
+from instances.models import Membership, Project
+
+User = AbstractBaseUser | AnonymousUser
+M = TypeVar("M", bound=models.Model)
+
+
+def project_role(user: User, project: Project) -> Role | None:
+    """The user's role in the project; superusers are admins everywhere; None for outsiders."""
+    if not user.is_authenticated or not user.is_active:
+        return None
+    if getattr(user, "is_superuser", False):
+        return Role.ADMIN
+    role = (
+        Membership.objects.filter(project=project, user_id=user.pk)
+        .values_list("role", flat=True)
+        .first()
+    )
+    return Role(role) if role else None
+
+
+def require_role(user: User, project: Project, required: Role) -> Role:
+    """Return the user's role, or raise 404 for outsiders and 403 for too low a role."""
+    role = project_role(user, project)
+    if role is None:
+        raise Http404("No such project.")
+    if not role.allows(required):
+        raise PermissionDenied(f"This needs the {required.label.lower()} role in {project.name}.")
+    return role
+
+
+def project_for_user(user: User, slug: str, required: Role = Role.VIEWER) -> tuple[Project, Role]:
+    """The project named by slug and the user's role in it, checked against `required`."""
+    project = Project.objects.filter(slug=slug).first()
+    if project is None:
+        raise Http404("No such project.")
+    return project, require_role(user, project, required)
+
+
+def object_for_user(
+    queryset: models.QuerySet[M], user: User, required: Role = Role.VIEWER, **lookup: object
+) -> tuple[M, Role]:
+    """An object with a `project` foreign key, checked like its project.
+
+    The per-type helpers (instance_for_user, subnet_for_user, ...) are thin calls of this one.
+    """
+    obj = queryset.select_related("project").filter(**lookup).first()
+    if obj is None:
+        raise Http404("Not found.")
+    return obj, require_role(user, obj.project, required)  # type: ignore[attr-defined]

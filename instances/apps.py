@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class InstancesConfig(AppConfig):
+    name = "instances"
+    verbose_name = "Instances"

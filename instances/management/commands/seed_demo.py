@@ -1,0 +1,54 @@
+"""Seed the demo: an admin login, a project `demo` and one member of each role. Safe to rerun."""
+
+import secrets
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+
+from instances.choices import Role
+from instances.models import Project
+from instances.services import membership_set, project_create
+
+DEMO_MEMBERS = {
+    "demo-admin": Role.ADMIN,
+    "demo-operator": Role.OPERATOR,
+    "demo-viewer": Role.VIEWER,
+}
+
+
+class Command(BaseCommand):
+    help = "Create the demo logins and project if they are missing, then print the logins."
+
+    def handle(self, *args: object, **options: object) -> None:
+        password = self._demo_password()
+        User = get_user_model()
+        admin, created = User.objects.get_or_create(
+            username="admin", defaults={"is_staff": True, "is_superuser": True}
+        )
+        if created:
+            admin.set_password(password)
+            admin.save()
+
+        project = Project.objects.filter(slug="demo").first()
+        if project is None:
+            project = project_create(slug="demo", name="Demo", actor=admin)
+        for username, role in DEMO_MEMBERS.items():
+            user, created = User.objects.get_or_create(username=username)
+            if created:
+                user.set_password(password)
+                user.save()
+                membership_set(project=project, user=user, role=role, actor=admin)
+
+        self.stdout.write(
+            f"Logins (password {password}): admin (superuser), "
+            + ", ".join(f"{name} ({role.label.lower()})" for name, role in DEMO_MEMBERS.items())
+        )
+
+    def _demo_password(self) -> str:
+        """One random password for the demo logins, kept in the run folder for reruns to print."""
+        path = settings.RUN_DIR / "demo-password"
+        if not path.exists():
+            path.write_text(secrets.token_urlsafe(12))
+            path.chmod(0o600)
+        return path.read_text().strip()

@@ -1,0 +1,71 @@
+"""Shared fixtures: a project with an owner (admin), an operator, a viewer and an outsider."""
+
+import pytest
+from django.test import Client
+
+from instances.choices import Role
+from tests.factories import MembershipFactory, ProjectFactory, UserFactory
+
+ROLES = ("owner", "operator", "viewer", "outsider")
+
+
+@pytest.fixture
+def project():
+    return ProjectFactory(slug="alpha", name="Alpha")
+
+
+@pytest.fixture
+def other_project():
+    return ProjectFactory(slug="beta", name="Beta")
+
+
+@pytest.fixture
+def owner(project):
+    return MembershipFactory(
+        project=project, user=UserFactory(username="owner"), role=Role.ADMIN
+    ).user
+
+
+@pytest.fixture
+def operator(project):
+    return MembershipFactory(
+        project=project, user=UserFactory(username="operator"), role=Role.OPERATOR
+    ).user
+
+
+@pytest.fixture
+def viewer(project):
+    return MembershipFactory(
+        project=project, user=UserFactory(username="viewer"), role=Role.VIEWER
+    ).user
+
+
+@pytest.fixture
+def outsider(other_project):
+    """Admin of another project: powerful elsewhere, a stranger here."""
+    return MembershipFactory(
+        project=other_project, user=UserFactory(username="outsider"), role=Role.ADMIN
+    ).user
+
+
+@pytest.fixture
+def client_for(request):
+    """client_for("operator") → a test client logged in as that shared user."""
+
+    def make(role: str) -> Client:
+        user = request.getfixturevalue(role)
+        client = Client()
+        client.force_login(user)
+        return client
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def celery_worker_process(django_db_setup, tmp_path_factory):
+    """A real Celery worker on the real Redis, reading the test database."""
+    from tests.services import start_celery_worker, stop
+
+    process = start_celery_worker(tmp_path_factory.mktemp("worker") / "worker.log")
+    yield process
+    stop(process)

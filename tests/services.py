@@ -1,0 +1,51 @@
+"""Real processes the integration tests start: a Celery worker on the test database."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from django.conf import settings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def database_url_for_children() -> str:
+    """The test database as a URL, so a child process uses the same one pytest-django made."""
+    db = settings.DATABASES["default"]
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{Path(db['NAME']).resolve()}"
+    user, password = db.get("USER", ""), db.get("PASSWORD", "")
+    auth = f"{user}:{password}@" if password else f"{user}@" if user else ""
+    return f"postgres://{auth}{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
+
+
+def start_celery_worker(log_path: Path) -> subprocess.Popen:
+    """A real worker process (solo pool) on this host's queues; returns once it answers a ping."""
+    from zopday.celery import app
+
+    env = {**os.environ, "DATABASE_URL": database_url_for_children(), "PYTHONUNBUFFERED": "1"}
+    queues = f"celery,host.{settings.ZOPDAY_HOST}"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "zopday", "worker", "--pool", "solo",
+         "--loglevel", "INFO", "-Q", queues, "--without-gossip", "--without-mingle"],
+        cwd=ROOT, env=env, stdout=log_path.open("w"), stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the Celery worker exited: {log_path.read_text()[-2000:]}")
+        if app.control.ping(timeout=0.5):
+            return process
+    process.kill()
+    raise RuntimeError(f"the Celery worker did not answer in 60 s: {log_path.read_text()[-2000:]}")
+
+
+def stop(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

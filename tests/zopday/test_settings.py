@@ -1,0 +1,48 @@
+import os
+import subprocess
+import sys
+
+from tests.services import ROOT
+
+
+def run_manage(*args: str, **env: str) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "SECRET_KEY"}}
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env={**clean, **env},
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+def test_check_deploy_is_clean_in_production_mode(tmp_path):
+    result = run_manage(
+        "check", "--deploy", "--fail-level", "WARNING",
+        ZOPDAY_ENV="production", ZOPDAY_RUN_DIR=str(tmp_path),
+        SECRET_KEY="k" * 20 + "-production-secret-key-with-enough-entropy-0123456789",
+        ALLOWED_HOSTS="console.example.com", DATABASE_URL=f"sqlite:///{tmp_path}/db.sqlite3",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "System check identified no issues" in result.stdout
+    assert "WARNINGS" not in result.stderr
+
+
+def test_production_mode_refuses_to_start_without_a_secret_key(tmp_path):
+    result = run_manage("check", ZOPDAY_ENV="production", ZOPDAY_RUN_DIR=str(tmp_path))
+    assert result.returncode != 0
+    assert "SECRET_KEY" in result.stderr
+
+
+def test_the_development_secret_key_is_generated_once_into_the_run_folder(tmp_path):
+    code = "from django.conf import settings; print(settings.SECRET_KEY)"
+    first = run_manage("shell", "--no-imports", "-c", code, ZOPDAY_RUN_DIR=str(tmp_path))
+    second = run_manage("shell", "--no-imports", "-c", code, ZOPDAY_RUN_DIR=str(tmp_path))
+    assert first.stdout == second.stdout == (tmp_path / "secret_key").read_text() + "\n"
+    assert oct((tmp_path / "secret_key").stat().st_mode & 0o777) == "0o600"
+
+
+def test_sqlite_runs_in_wal_mode_by_default(tmp_path):
+    code = (
+        "from django.db import connection; c = connection.cursor(); "
+        "c.execute('PRAGMA journal_mode'); print(c.fetchone()[0])"
+    )
+    result = run_manage("shell", "--no-imports", "-c", code, ZOPDAY_RUN_DIR=str(tmp_path))
+    assert result.stdout.strip() == "wal", result.stderr
