@@ -1,6 +1,6 @@
 """Writes of the instances app. Views, tasks, the admin and commands all go through these."""
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import AbstractBaseUser, User
 from django.db import models, transaction
 
 from instances.choices import Outcome, Role
@@ -20,10 +20,10 @@ def audit_record(
     """Write one audit event naming the acting user (None for the system itself)."""
     return AuditEvent.objects.create(
         project=project,
-        actor=actor if actor is not None and actor.pk else None,
+        actor=actor if isinstance(actor, User) and actor.pk else None,
         actor_name=actor.get_username() if actor is not None else "",
         action=action,
-        target_type=target._meta.model_name if target is not None else "",
+        target_type=(target._meta.model_name or "") if target is not None else "",
         target_id=str(target.pk) if target is not None else "",
         target_repr=str(target)[:200] if target is not None else "",
         outcome=outcome,

@@ -117,7 +117,7 @@ else:
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": RUN_DIR / "db.sqlite3",
+            "NAME": str(RUN_DIR / "db.sqlite3"),
             "OPTIONS": {
                 "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
                 "transaction_mode": "IMMEDIATE",

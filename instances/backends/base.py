@@ -1,0 +1,160 @@
+"""The protocol every compute backend implements, and the plain data it works on.
+
+Backends know nothing of Django models: services turn an Instance into a MachineSpec and call the
+backend of the instance's host. Backend errors are BackendError, which says whether a retry can help.
+"""
+
+import enum
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+
+class BackendError(Exception):
+    """A backend operation failed; `message` is written for the user, `retryable` for the task."""
+
+    def __init__(self, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retryable = retryable
+
+
+@dataclass(frozen=True)
+class DiskSpec:
+    name: str  # stable id, e.g. "disk-12"; also the QEMU device id
+    role: str  # "root" | "secondary" | "cdrom"
+    bus: str  # "virtio" | "sata" (services resolve "auto" before calling)
+    size_gb: int = 0  # for new qcow2 disks
+    source: Path | None = None  # qcow2 backing image, or the ISO of a CD-ROM
+    boot_order: int | None = None
+    serial: str = ""
+
+
+@dataclass(frozen=True)
+class NicSpec:
+    name: str  # "eth0", "eth1", ...
+    mac: str  # colon notation
+    model: str  # "virtio" | "e1000"
+    link_up: bool = True
+    network: str = ""  # the L2 segment (one per subnet); "" = user-mode networking
+
+
+@dataclass(frozen=True)
+class FirmwareSpec:
+    bootloader: str = "bios"  # "bios" | "uefi"
+    secure_boot: bool = False
+    persistent_efi: bool = False
+    vtpm: bool = False
+
+
+@dataclass(frozen=True)
+class CloudInitSeed:
+    """The NoCloud seed: the three files of a `cidata` volume."""
+
+    meta_data: str
+    user_data: str
+    network_config: str = ""
+
+
+@dataclass(frozen=True)
+class MachineSpec:
+    id: str  # stable, filesystem-safe, e.g. "i-42"
+    name: str
+    vcpus: int
+    sockets: int
+    cores: int
+    threads: int
+    memory_mb: int
+    firmware: FirmwareSpec = field(default_factory=FirmwareSpec)
+    disks: tuple[DiskSpec, ...] = ()
+    nics: tuple[NicSpec, ...] = ()
+    seed: CloudInitSeed | None = None
+    kernel: Path | None = None  # direct kernel boot (the demo image)
+    initrd: Path | None = None
+    kernel_cmdline: str = ""
+
+
+class Power(enum.StrEnum):
+    RUNNING = "running"
+    STOPPED = "stopped"  # no process, or a process that is not running the guest any more
+
+
+class ExitKind(enum.StrEnum):
+    """Why a machine is not running: what run strategies decide on."""
+
+    NONE = "none"  # never started, or still running
+    REQUESTED = "requested"  # stopped through the backend (shutdown, force stop)
+    GUEST_POWEROFF = "guest-poweroff"  # the guest powered itself off cleanly
+    CRASHED = "crashed"  # the process died or the guest panicked
+
+
+@dataclass(frozen=True)
+class MachineStatus:
+    power: Power
+    exit: ExitKind = ExitKind.NONE
+    pid: int | None = None
+    boots: int = 0  # resets the backend saw since start (system_reset counts one)
+    links: dict[str, bool] = field(default_factory=dict)  # nic name -> carrier up
+
+
+@dataclass(frozen=True)
+class GuestInterface:
+    name: str
+    mac: str
+    addresses: tuple[str, ...]  # "10.0.0.5/24"
+
+
+@dataclass(frozen=True)
+class GuestFacts:
+    """What the guest agent reports."""
+
+    hostname: str = ""
+    interfaces: tuple[GuestInterface, ...] = ()
+    memory_total_kb: int = 0
+    memory_available_kb: int = 0
+    filesystems: tuple[dict, ...] = ()
+
+
+class Backend(Protocol):
+    name: str
+
+    def define(self, spec: MachineSpec) -> None:
+        """Prepare everything the machine needs to start (run folder, disks, seed). Idempotent."""
+
+    def start(self, spec: MachineSpec) -> None: ...
+
+    def shutdown(self, machine_id: str) -> None:
+        """ACPI power button: the guest decides how to power off."""
+
+    def force_stop(self, machine_id: str) -> None: ...
+
+    def restart(self, machine_id: str) -> None: ...
+
+    def status(self, machine_id: str) -> MachineStatus: ...
+
+    def set_link(self, machine_id: str, nic_name: str, up: bool) -> None: ...
+
+    def attach_disk(self, spec: MachineSpec, disk: DiskSpec) -> None: ...
+
+    def detach_disk(self, machine_id: str, disk_name: str) -> None: ...
+
+    def resize_disk(self, spec: MachineSpec, disk: DiskSpec) -> None: ...
+
+    def snapshot_disk(self, machine_id: str, disk_name: str, snapshot_name: str) -> None:
+        """A consistent snapshot: the guest's filesystems are frozen around it when running."""
+
+    def change_cdrom(self, machine_id: str, disk_name: str, iso: Path | None) -> None: ...
+
+    def guest_facts(self, machine_id: str) -> GuestFacts: ...
+
+    def guest_exec(self, machine_id: str, argv: list[str], timeout: float = 10) -> tuple[int, str]:
+        """Run a command in the guest through its agent; exit code and output."""
+
+    def console_socket(self, machine_id: str, kind: str) -> Path:
+        """The unix socket of a console kind: "serial", "vnc" or "exec"."""
+
+    def undefine(self, machine_id: str) -> None:
+        """Remove everything define() made; the machine must be stopped."""
+
+    def running_machines(self) -> list[str]:
+        """Ids of machines whose processes run on this host (for adoption after a restart)."""
