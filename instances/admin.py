@@ -2,7 +2,20 @@ from django.contrib import admin
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 
-from instances.models import AuditEvent, Membership, Project
+from instances.models import (
+    AuditEvent,
+    Disk,
+    DiskSnapshot,
+    ElasticIP,
+    Image,
+    Instance,
+    IPLease,
+    Membership,
+    NetworkInterface,
+    Project,
+    SSHKey,
+    Subnet,
+)
 
 
 class MembershipInline(admin.TabularInline):
@@ -48,3 +61,117 @@ class AuditEventAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
         return False
+
+
+class DiskInline(admin.TabularInline):
+    model = Disk
+    extra = 0
+    fields = ["name", "role", "size_gb", "bus", "image", "boot_order"]
+    show_change_link = True
+
+
+class NicInline(admin.TabularInline):
+    model = NetworkInterface
+    extra = 0
+    fields = [
+        "index",
+        "subnet",
+        "ip_mode",
+        "ipv4",
+        "ipv6",
+        "mac",
+        "model",
+        "link_desired",
+        "carrier",
+    ]
+    show_change_link = True
+
+
+@admin.register(Instance)
+class InstanceAdmin(admin.ModelAdmin):
+    list_display = [
+        "name",
+        "project",
+        "zone",
+        "power_state",
+        "run_strategy",
+        "vcpus",
+        "memory_gb",
+        "host",
+    ]
+    list_filter = ["power_state", "run_strategy", "zone", "bootloader", "project"]
+    search_fields = ["name", "project__slug", "nics__ipv4", "nics__mac"]
+    list_select_related = ["project"]
+    readonly_fields = [
+        "power_state",
+        "power_message",
+        "last_exit",
+        "auto_restarts",
+        "state_changed_at",
+    ]
+    exclude = ["initial_password"]
+    filter_horizontal = ["ssh_keys"]
+    inlines = [DiskInline, NicInline]
+
+
+@admin.register(Subnet)
+class SubnetAdmin(admin.ModelAdmin):
+    list_display = ["name", "project", "zone", "cidr_v4", "cidr_v6", "gateway"]
+    list_filter = ["zone", "project"]
+    search_fields = ["name", "cidr_v4", "cidr_v6", "project__slug"]
+    list_select_related = ["project"]
+
+
+@admin.register(IPLease)
+class IPLeaseAdmin(admin.ModelAdmin):
+    list_display = ["address", "subnet", "nic", "created_at"]
+    list_filter = ["subnet__project"]
+    search_fields = ["address", "nic__mac", "nic__instance__name"]
+    list_select_related = ["subnet", "nic__instance"]
+
+
+@admin.register(NetworkInterface)
+class NetworkInterfaceAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "subnet", "ipv4", "ipv6", "mac", "model", "link_desired", "carrier"]
+    list_filter = ["model", "link_desired", "carrier", "ip_mode"]
+    search_fields = ["mac", "ipv4", "ipv6", "instance__name"]
+    list_select_related = ["instance", "subnet"]
+
+
+@admin.register(ElasticIP)
+class ElasticIPAdmin(admin.ModelAdmin):
+    list_display = ["address", "project", "nic", "allocated_at"]
+    list_filter = ["project"]
+    search_fields = ["address", "nic__ipv4", "nic__instance__name"]
+    list_select_related = ["project", "nic__instance"]
+
+
+@admin.register(SSHKey)
+class SSHKeyAdmin(admin.ModelAdmin):
+    list_display = ["name", "project", "fingerprint", "created_at"]
+    list_filter = ["project"]
+    search_fields = ["name", "fingerprint", "public_key"]
+    readonly_fields = ["fingerprint"]
+
+
+@admin.register(Image)
+class ImageAdmin(admin.ModelAdmin):
+    list_display = ["name", "kind", "os_type", "project", "min_disk_gb", "created_at"]
+    list_filter = ["kind", "os_type", "project"]
+    search_fields = ["name", "path", "reference", "description"]
+
+
+@admin.register(Disk)
+class DiskAdmin(admin.ModelAdmin):
+    list_display = ["name", "project", "zone", "role", "size_gb", "bus", "instance", "image"]
+    list_filter = ["role", "bus", "zone", "project"]
+    search_fields = ["name", "instance__name", "project__slug"]
+    list_select_related = ["project", "instance", "image"]
+
+
+@admin.register(DiskSnapshot)
+class DiskSnapshotAdmin(admin.ModelAdmin):
+    list_display = ["name", "disk", "consistent", "created_at"]
+    list_filter = ["consistent"]
+    search_fields = ["name", "disk__name"]
+    list_select_related = ["disk"]

@@ -22,3 +22,105 @@ class Outcome(models.TextChoices):
     SUCCESS = "success", "Success"
     FAILURE = "failure", "Failure"
     DENIED = "denied", "Denied"
+
+
+class RunStrategy(models.TextChoices):
+    """The seed's run strategies: what the reconciler does when a guest stops by itself."""
+
+    ALWAYS = "Always", "Always"
+    MANUAL = "Manual", "Manual"
+    RERUN_ON_FAILURE = "RerunOnFailure", "RerunOnFailure"
+    ONCE = "Once", "Once"
+    HALTED = "Halted", "Halted"
+
+
+RUN_STRATEGY_HELP = {
+    RunStrategy.ALWAYS: "Keeps the instance running; restarts it if the guest stops or crashes.",
+    RunStrategy.MANUAL: "Starts only when you start it and stays off when shut down.",
+    RunStrategy.RERUN_ON_FAILURE: "Restarts the instance if it crashes or exits with an error.",
+    RunStrategy.ONCE: "Starts once and is never restarted, even after a failure.",
+    RunStrategy.HALTED: "Kept powered off until the strategy is changed.",
+}
+
+
+class PowerState(models.TextChoices):
+    STOPPED = "stopped", "Stopped"
+    STARTING = "starting", "Starting"
+    RUNNING = "running", "Running"
+    STOPPING = "stopping", "Stopping"
+    RESTARTING = "restarting", "Restarting"
+    FAILED = "failed", "Failed"
+
+
+POWER_TRANSITIONAL = frozenset({PowerState.STARTING, PowerState.STOPPING, PowerState.RESTARTING})
+POWER_TERMINAL = frozenset({PowerState.STOPPED, PowerState.RUNNING, PowerState.FAILED})
+
+
+class LastExit(models.TextChoices):
+    """How the instance last stopped (mirrors the backend's ExitKind)."""
+
+    NONE = "none", "-"
+    REQUESTED = "requested", "Stopped on request"
+    GUEST_POWEROFF = "guest-poweroff", "Guest powered off"
+    CRASHED = "crashed", "Crashed"
+
+
+class Bootloader(models.TextChoices):
+    BIOS = "bios", "Legacy BIOS"
+    UEFI = "uefi", "UEFI"
+
+
+class UserDataMode(models.TextChoices):
+    DEFAULT = "default", "Default configuration"
+    CUSTOM = "custom", "Custom #cloud-config"
+
+
+class DiskBus(models.TextChoices):
+    VIRTIO = "virtio", "virtio"
+    SATA = "sata", "sata"
+    AUTO = "auto", "auto"
+
+
+class DiskRole(models.TextChoices):
+    ROOT = "root", "Root disk"
+    SECONDARY = "secondary", "Secondary disk"
+    CDROM = "cdrom", "CD-ROM"
+    CONTAINER = "container", "Container disk"
+
+
+class ImageKind(models.TextChoices):
+    KERNEL = "kernel", "Kernel + initrd"
+    QCOW2 = "qcow2", "qcow2 cloud image"
+    ISO = "iso", "ISO image"
+    CONTAINER = "container", "Container disk (OCI)"
+
+
+class OsType(models.TextChoices):
+    LINUX = "linux", "Linux"
+    WINDOWS = "windows", "Windows"
+    OTHER = "other", "Other / legacy"
+
+
+class NicModel(models.TextChoices):
+    VIRTIO = "virtio", "virtio"
+    E1000 = "e1000", "e1000"
+
+
+class LinkState(models.TextChoices):
+    UP = "up", "Up"
+    DOWN = "down", "Down"
+
+
+class CarrierState(models.TextChoices):
+    UP = "up", "Link Up"
+    DOWN = "down", "Link Down"
+    STOPPED = "stopped", "Instance stopped"
+
+
+class IpMode(models.TextChoices):
+    AUTO = "auto", "Automatic (IPAM)"
+    STATIC = "static", "Static"
+
+
+VCPU_CHOICES = (1, 2, 4, 8, 16, 32)
+MEMORY_GB_CHOICES = (1, 2, 4, 8, 16, 32, 64)

@@ -69,3 +69,18 @@ def celery_worker_process(django_db_setup, tmp_path_factory):
     process = start_celery_worker(tmp_path_factory.mktemp("worker") / "worker.log")
     yield process
     stop(process)
+
+
+@pytest.fixture
+def subnet(project):
+    from tests.factories import SubnetFactory
+
+    return SubnetFactory(
+        project=project, name="backend", cidr_v4="10.20.0.0/24", gateway="10.20.0.1"
+    )
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    """Tests create many users; the production hasher is slow on purpose."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -3,8 +3,9 @@
 import factory
 from django.contrib.auth import get_user_model
 
-from instances.choices import Role
-from instances.models import Membership, Project
+from instances.choices import ImageKind, Role
+from instances.models import Image, Membership, Project, Subnet
+from instances.services.instances import InstanceRequest, NicRequest
 
 PASSWORD = "correct-horse-battery"
 
@@ -40,3 +41,40 @@ class MembershipFactory(factory.django.DjangoModelFactory):
     project = factory.SubFactory(ProjectFactory)
     user = factory.SubFactory(UserFactory)
     role = Role.VIEWER
+
+
+class SubnetFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Subnet
+
+    project = factory.SubFactory(ProjectFactory)
+    name = factory.Sequence(lambda n: f"net{n}")
+    zone = "local-1a"
+    cidr_v4 = factory.Sequence(lambda n: f"10.{n % 250}.0.0/24")
+    gateway = factory.LazyAttribute(lambda o: o.cidr_v4.replace(".0/24", ".1"))
+    dns_resolvers = "10.0.0.53"
+
+
+class ImageFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Image
+
+    name = factory.Sequence(lambda n: f"image-{n}")
+    kind = ImageKind.KERNEL
+    path = "demo"
+    min_disk_gb = 1
+
+
+def instance_request(subnet: Subnet, image: Image | None = None, **fields) -> InstanceRequest:
+    """A valid request for a small instance on the subnet; override any field."""
+    nics = fields.pop("nics", None)
+    return InstanceRequest(
+        **{
+            "name": "web-1",
+            "zone": subnet.zone,
+            "root_image": image or ImageFactory(),
+            "root_size_gb": 1,
+            "nics": nics if nics is not None else [NicRequest(subnet=subnet)],
+            **fields,
+        }
+    )

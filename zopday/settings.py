@@ -174,9 +174,24 @@ CELERY_TASK_TIME_LIMIT = envint("ZOPDAY_TASK_TIME_LIMIT", 600)
 CELERY_TASK_SOFT_TIME_LIMIT = envint("ZOPDAY_TASK_SOFT_TIME_LIMIT", 540)
 CELERY_RESULT_EXPIRES = 3600
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# The run-strategy reconciler: the database follows what hypervisors report within seconds.
+CELERY_BEAT_SCHEDULE = {
+    "reconcile-instances": {
+        "task": "instances.reconcile",
+        "schedule": float(envint("ZOPDAY_RECONCILE_SECONDS", 3)),
+        "options": {"expires": 10},
+    },
+}
 
 # Node-local work (a QEMU process on this host) goes to this host's own queue.
 ZOPDAY_HOST = env("ZOPDAY_HOST", socket.gethostname())
+
+# Instances: availability zones, the hypervisor backend's options and the Elastic IP pool.
+ZOPDAY_ZONES = envlist("ZOPDAY_ZONES", ["local-1a", "local-1b"])
+ZOPDAY_QEMU_ACCEL = env("ZOPDAY_QEMU_ACCEL", "tcg")  # "kvm:tcg" where KVM guests work
+ZOPDAY_NETWORK_MODE = env("ZOPDAY_NETWORK_MODE", "auto")  # auto | bridge | user
+ZOPDAY_IMAGES_DIR = Path(env("ZOPDAY_IMAGES_DIR", str(RUN_DIR / "images"))).resolve()
+ZOPDAY_EIP_POOL = env("ZOPDAY_EIP_POOL", "198.51.100.0/24")
 
 # Console proxy: where browsers reach it.
 CONSOLEPROXY_HOST = env("CONSOLEPROXY_HOST", "127.0.0.1")

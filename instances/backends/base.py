@@ -1,7 +1,8 @@
 """The protocol every compute backend implements, and the plain data it works on.
 
-Backends know nothing of Django models: services turn an Instance into a MachineSpec and call the
-backend of the instance's host. Backend errors are BackendError, which says whether a retry can help.
+Backends know nothing of Django models: services turn an Instance into a MachineSpec and call
+the backend of the instance's host. Backend errors are BackendError, which says whether a retry
+can help.
 """
 
 import enum

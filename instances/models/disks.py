@@ -1,0 +1,89 @@
+from django.core.exceptions import ValidationError
+from django.db import models
+
+from instances.choices import DiskBus, DiskRole, ImageKind
+
+
+class Disk(models.Model):
+    """Persistent storage or removable media of a project, in one zone; attached to at most one
+    instance. A CD-ROM holds an ISO image; a container disk refers to an OCI image."""
+
+    project = models.ForeignKey("instances.Project", on_delete=models.CASCADE, related_name="disks")
+    zone = models.CharField(max_length=32)
+    instance = models.ForeignKey(
+        "instances.Instance",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="disks",
+    )
+    name = models.CharField(max_length=63)
+    role = models.CharField(max_length=16, choices=DiskRole.choices, default=DiskRole.SECONDARY)
+    size_gb = models.PositiveIntegerField("Size (GB)", default=1)
+    image = models.ForeignKey(
+        "instances.Image",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="disks",
+        help_text="Source image (root disk), ISO (CD-ROM) or OCI reference (container disk).",
+    )
+    bus = models.CharField(max_length=8, choices=DiskBus.choices, default=DiskBus.AUTO)
+    boot_order = models.PositiveSmallIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["project", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "name"], name="disk_name_unique_in_project")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def device_name(self) -> str:
+        return f"disk-{self.pk}"
+
+    def clean(self) -> None:
+        errors: dict[str, str] = {}
+        if self.instance_id and self.instance and self.zone != self.instance.zone:
+            errors["zone"] = (
+                f"The disk is in {self.zone} but the instance is in {self.instance.zone}; "
+                "a disk must be in its instance's zone."
+            )
+        if self.role == DiskRole.CONTAINER:
+            errors["role"] = (
+                "Booting from a container disk (an OCI registry image) is not available yet; "
+                "use a qcow2 image or an ISO for now."
+            )
+        if self.role == DiskRole.CDROM and self.image and self.image.kind != ImageKind.ISO:
+            errors["image"] = f"A CD-ROM holds an ISO image; {self.image.name} is not one."
+        if self.role in (DiskRole.ROOT, DiskRole.SECONDARY) and self.image:
+            if self.image.kind not in (ImageKind.QCOW2, ImageKind.KERNEL):
+                errors["image"] = f"{self.image.name} cannot back a disk; choose a qcow2 image."
+            elif self.size_gb < self.image.min_disk_gb:
+                errors["size_gb"] = (
+                    f"{self.image.name} needs a disk of at least {self.image.min_disk_gb} GB."
+                )
+        if self.role != DiskRole.CDROM and not 1 <= self.size_gb <= 16384:
+            errors["size_gb"] = "Disk size must be between 1 and 16384 GB."
+        if errors:
+            raise ValidationError(errors)
+
+
+class DiskSnapshot(models.Model):
+    """A point-in-time copy of a disk (internal qcow2 snapshot); consistent when the guest agent
+    froze the filesystems around it."""
+
+    disk = models.ForeignKey(Disk, on_delete=models.CASCADE, related_name="snapshots")
+    name = models.CharField(max_length=63)
+    consistent = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["disk", "-created_at"]
+        constraints = [models.UniqueConstraint(fields=["disk", "name"], name="snapshot_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.disk.name}@{self.name}"

@@ -1,0 +1,113 @@
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+
+from instances.choices import (
+    MEMORY_GB_CHOICES,
+    VCPU_CHOICES,
+    Bootloader,
+    LastExit,
+    PowerState,
+    RunStrategy,
+    UserDataMode,
+)
+from instances.validators import parse_cloud_config, validate_dns_label
+
+
+def _default_host() -> str:
+    return settings.ZOPDAY_HOST
+
+
+class Instance(models.Model):
+    """A virtual machine in one zone: sizing, topology, firmware, cloud-init and its power state.
+
+    Disks and NICs hang off it. `power_state` is what the console shows: the transitional states
+    are set by services before work is queued, the terminal ones by tasks and the reconciler from
+    what the backend reports.
+    """
+
+    project = models.ForeignKey(
+        "instances.Project", on_delete=models.CASCADE, related_name="instances"
+    )
+    name = models.CharField(max_length=63, validators=[validate_dns_label])
+    zone = models.CharField(max_length=32)
+    backend = models.CharField(max_length=16, default="qemu")
+    host = models.CharField(max_length=100, default=_default_host, help_text="Hypervisor host.")
+    run_strategy = models.CharField(
+        max_length=16, choices=RunStrategy.choices, default=RunStrategy.MANUAL
+    )
+    vcpus = models.PositiveSmallIntegerField(
+        "vCPU", choices=[(n, n) for n in VCPU_CHOICES], default=1
+    )
+    memory_gb = models.PositiveSmallIntegerField(
+        "RAM (GB)", choices=[(n, n) for n in MEMORY_GB_CHOICES], default=1
+    )
+    sockets = models.PositiveSmallIntegerField(null=True, blank=True)
+    cores = models.PositiveSmallIntegerField(null=True, blank=True)
+    threads = models.PositiveSmallIntegerField(null=True, blank=True)
+    bootloader = models.CharField(max_length=8, choices=Bootloader.choices, default=Bootloader.BIOS)
+    secure_boot = models.BooleanField(default=False)
+    persistent_efi = models.BooleanField("Persistent EFI", default=False)
+    vtpm = models.BooleanField("vTPM 2.0", default=False)
+    user_data_mode = models.CharField(
+        max_length=8, choices=UserDataMode.choices, default=UserDataMode.DEFAULT
+    )
+    custom_user_data = models.TextField(blank=True)
+    ssh_keys = models.ManyToManyField("instances.SSHKey", blank=True, related_name="instances")
+    initial_password = models.CharField(max_length=64, editable=False)
+    power_state = models.CharField(
+        max_length=16, choices=PowerState.choices, default=PowerState.STOPPED
+    )
+    power_message = models.CharField(max_length=300, blank=True)
+    last_exit = models.CharField(max_length=16, choices=LastExit.choices, default=LastExit.NONE)
+    auto_restarts = models.PositiveIntegerField(default=0)
+    state_changed_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["project", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "name"], name="instance_name_unique")
+        ]
+        indexes = [models.Index(fields=["host", "power_state"])]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def machine_id(self) -> str:
+        """The backend's name for this instance (filesystem- and queue-safe)."""
+        return f"i-{self.pk}"
+
+    @property
+    def topology(self) -> tuple[int, int, int]:
+        """sockets × cores × threads; single-threaded sockets unless set explicitly."""
+        if self.sockets and self.cores and self.threads:
+            return self.sockets, self.cores, self.threads
+        return self.vcpus, 1, 1
+
+    def clean(self) -> None:
+        errors: dict[str, str] = {}
+        if self.zone and self.zone not in settings.ZOPDAY_ZONES:
+            errors["zone"] = f"Choose one of the zones: {', '.join(settings.ZOPDAY_ZONES)}."
+        explicit = [self.sockets, self.cores, self.threads]
+        if any(explicit) and not all(explicit):
+            errors["sockets"] = "Give sockets, cores and threads together, or none of them."
+        elif all(explicit):
+            product = self.sockets * self.cores * self.threads  # type: ignore[operator]
+            if product != self.vcpus:
+                errors["sockets"] = (
+                    f"sockets × cores × threads is {self.sockets} × {self.cores} × "
+                    f"{self.threads} = {product}, but the instance has {self.vcpus} vCPU."
+                )
+        if self.secure_boot and self.bootloader != Bootloader.UEFI:
+            errors["secure_boot"] = "Secure Boot requires the UEFI bootloader."
+        if self.persistent_efi and self.bootloader != Bootloader.UEFI:
+            errors["persistent_efi"] = "Persistent EFI requires the UEFI bootloader."
+        if self.user_data_mode == UserDataMode.CUSTOM:
+            try:
+                parse_cloud_config(self.custom_user_data)
+            except ValidationError as error:
+                errors["custom_user_data"] = error.messages[0]
+        if errors:
+            raise ValidationError(errors)

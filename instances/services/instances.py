@@ -1,0 +1,212 @@
+"""Create and delete instances and change their run strategy."""
+
+import secrets
+from dataclasses import dataclass, field
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from instances import actions
+from instances.access import project_role
+from instances.choices import DiskBus, DiskRole, PowerState, Role, RunStrategy
+from instances.errors import ActionRefused
+from instances.models import Disk, Image, Instance, Project, SSHKey, Subnet
+from instances.services import power
+from instances.services.audit import audit_record
+from instances.services.network import build_nic
+from instances.services.queueing import enqueue_host_task
+
+STARTS_ON_CREATE = {RunStrategy.ALWAYS, RunStrategy.RERUN_ON_FAILURE, RunStrategy.ONCE}
+
+
+@dataclass
+class DiskRequest:
+    size_gb: int
+    role: str = DiskRole.SECONDARY
+    image: Image | None = None
+    bus: str = DiskBus.AUTO
+    name: str = ""
+    boot_order: int | None = None
+
+
+@dataclass
+class NicRequest:
+    subnet: Subnet
+    ipv4: str = ""
+    ipv6: str = ""
+    mac: str = ""
+    model: str = "virtio"
+
+
+@dataclass
+class InstanceRequest:
+    """Everything the create form and the API collect."""
+
+    name: str
+    zone: str
+    root_image: Image
+    root_size_gb: int
+    root_bus: str = DiskBus.AUTO
+    run_strategy: str = RunStrategy.MANUAL
+    vcpus: int = 1
+    memory_gb: int = 1
+    sockets: int | None = None
+    cores: int | None = None
+    threads: int | None = None
+    bootloader: str = "bios"
+    secure_boot: bool = False
+    persistent_efi: bool = False
+    vtpm: bool = False
+    user_data_mode: str = "default"
+    custom_user_data: str = ""
+    ssh_keys: list[SSHKey] = field(default_factory=list)
+    disks: list[DiskRequest] = field(default_factory=list)
+    nics: list[NicRequest] = field(default_factory=list)
+
+
+def _prefixed(error: ValidationError, prefix: str) -> ValidationError:
+    """Key a disk's or NIC's field errors as e.g. `nics-0-mac` so forms show them in place."""
+    return ValidationError({f"{prefix}-{name}": msgs for name, msgs in error.message_dict.items()})
+
+
+def instance_create(
+    *, project: Project, actor: AbstractBaseUser, request: InstanceRequest
+) -> Instance:
+    """Create an instance with its root disk, secondary disks and NICs, all or nothing.
+
+    1. Validate the instance fields (sizing, topology, firmware, cloud-init).
+    2. Create the root disk from the image, then the other disks, each validated.
+    3. Create the NICs in order (eth0 first), leasing addresses from IPAM.
+    4. Record the audit event; start it when the run strategy says so.
+    Any ValidationError rolls back the whole transaction: nothing is left half-created.
+    """
+    role = project_role(actor, project)
+    if role is None or not role.allows(Role.OPERATOR):
+        raise ActionRefused("Creating instances needs the operator role.")
+    with transaction.atomic():
+        instance = Instance(
+            project=project,
+            initial_password=secrets.token_urlsafe(12),
+            **{
+                name: getattr(request, name)
+                for name in (
+                    "name", "zone", "run_strategy", "vcpus", "memory_gb", "sockets", "cores",
+                    "threads", "bootloader", "secure_boot", "persistent_efi", "vtpm",
+                    "user_data_mode", "custom_user_data",
+                )
+            },
+        )  # fmt: skip
+        instance.full_clean()
+        instance.save()
+        foreign_keys = [key for key in request.ssh_keys if key.project_id != project.pk]
+        if foreign_keys:
+            raise ValidationError({"ssh_keys": "Choose SSH keys of this project."})
+        instance.ssh_keys.set(request.ssh_keys)
+
+        root = DiskRequest(
+            size_gb=request.root_size_gb,
+            role=DiskRole.ROOT,
+            image=request.root_image,
+            bus=request.root_bus,
+            name=f"{request.name}-root",
+            boot_order=1,
+        )
+        for number, disk in enumerate([root, *request.disks]):
+            try:
+                _create_disk(instance, disk, default_name=f"{request.name}-disk{number}")
+            except ValidationError as error:
+                raise (error if number == 0 else _prefixed(error, f"disks-{number - 1}")) from None
+        if not request.nics:
+            raise ValidationError({"nics": "Attach the instance to at least one subnet."})
+        for index, nic in enumerate(request.nics):
+            try:
+                build_nic(
+                    instance=instance, subnet=nic.subnet, index=index, ipv4=nic.ipv4,
+                    ipv6=nic.ipv6, mac=nic.mac, model=nic.model,
+                )  # fmt: skip
+            except ValidationError as error:
+                raise _prefixed(error, f"nics-{index}") from None
+        audit_record(
+            actor=actor,
+            action="instance.create",
+            project=project,
+            target=instance,
+            detail={"vcpus": instance.vcpus, "memory_gb": instance.memory_gb},
+        )
+    if instance.run_strategy in STARTS_ON_CREATE:
+        power.instance_start(instance=instance, actor=actor)
+    return instance
+
+
+def _create_disk(instance: Instance, request: DiskRequest, default_name: str) -> Disk:
+    if request.role == DiskRole.ROOT and request.image is None:
+        raise ValidationError({"root_image": "Choose an image for the root disk."})
+    if request.image and request.image.project_id not in (None, instance.project_id):
+        raise ValidationError({"image": "Choose an image of this project or a shared one."})
+    disk = Disk(
+        project=instance.project,
+        zone=instance.zone,
+        instance=instance,
+        name=request.name or default_name,
+        role=request.role,
+        size_gb=request.size_gb,
+        image=request.image,
+        bus=request.bus,
+        boot_order=request.boot_order,
+    )
+    try:
+        disk.full_clean()
+    except ValidationError as error:
+        if request.role == DiskRole.ROOT:
+            renamed = {"size_gb": "root_size_gb", "image": "root_image", "bus": "root_bus"}
+            raise ValidationError(
+                {renamed.get(k, k): v for k, v in error.message_dict.items()}
+            ) from None
+        raise
+    disk.save()
+    return disk
+
+
+def instance_set_run_strategy(
+    *, instance: Instance, actor: AbstractBaseUser, strategy: str
+) -> None:
+    """Change the run strategy and apply it at once: Always starts a stopped instance, Halted
+    shuts a running one down."""
+    if strategy not in RunStrategy.values:
+        raise ValidationError({"run_strategy": f"Choose one of: {', '.join(RunStrategy.values)}."})
+    allowed = actions.configure(instance, project_role(actor, instance.project))
+    if not allowed:
+        raise ActionRefused(allowed.reason)
+    with transaction.atomic():
+        previous = instance.run_strategy
+        instance.run_strategy = strategy
+        instance.save(update_fields=["run_strategy"])
+        audit_record(
+            actor=actor,
+            action="instance.set_run_strategy",
+            project=instance.project,
+            target=instance,
+            detail={"from": previous, "to": strategy},
+        )
+    if strategy == RunStrategy.ALWAYS and instance.power_state in actions.STOPPED_STATES:
+        power.instance_start(instance=instance, actor=actor)
+    elif strategy == RunStrategy.HALTED and instance.power_state == PowerState.RUNNING:
+        power.instance_shutdown(instance=instance, actor=actor)
+
+
+def instance_delete(*, instance: Instance, actor: AbstractBaseUser) -> None:
+    """Delete a stopped instance: its root disk and machine files go, secondary disks stay
+    (detached) and its addresses return to the subnets."""
+    allowed = actions.delete(instance, project_role(actor, instance.project))
+    if not allowed:
+        raise ActionRefused(allowed.reason)
+    with transaction.atomic():
+        audit_record(
+            actor=actor, action="instance.delete", project=instance.project, target=instance
+        )
+        enqueue_host_task(
+            instance, "instances.machine_undefine", instance.backend, instance.machine_id
+        )
+        instance.disks.filter(role__in=[DiskRole.ROOT, DiskRole.CDROM]).delete()
+        instance.delete()

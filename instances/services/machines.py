@@ -1,0 +1,266 @@
+"""What the worker on an instance's host does: drive the backend and settle the power state.
+
+Every settle is a conditional UPDATE from the transitional state the request claimed, so a task
+that arrives late (the user force-stopped meanwhile, or another worker finished it) changes
+nothing. Backend errors leave a message the user sees on the instance.
+"""
+
+import logging
+import time
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from instances.backends import backend_named
+from instances.backends.base import BackendError, ExitKind, Power
+from instances.choices import (
+    POWER_TRANSITIONAL,
+    CarrierState,
+    LastExit,
+    LinkState,
+    Outcome,
+    PowerState,
+    RunStrategy,
+)
+from instances.models import Disk, DiskSnapshot, Instance, NetworkInterface
+from instances.services.audit import audit_record
+from instances.services.queueing import enqueue_host_task
+from instances.specs import disk_spec, machine_spec
+
+log = logging.getLogger(__name__)
+
+SHUTDOWN_TIMEOUT = getattr(settings, "ZOPDAY_SHUTDOWN_TIMEOUT", 60)
+STUCK_AFTER_SECONDS = 300
+
+
+def _settle(
+    instance_id: int, expected: str, state: str, message: str = "", **extra: object
+) -> bool:
+    updated = Instance.objects.filter(pk=instance_id, power_state=expected).update(
+        power_state=state, power_message=message[:300], state_changed_at=timezone.now(), **extra
+    )
+    if updated:
+        carrier = _carrier_for(state)
+        nics = NetworkInterface.objects.filter(instance_id=instance_id)
+        if carrier == CarrierState.UP:
+            nics.filter(link_desired=LinkState.DOWN).update(carrier=CarrierState.DOWN)
+            nics.filter(link_desired=LinkState.UP).update(carrier=CarrierState.UP)
+        elif carrier == CarrierState.STOPPED:
+            nics.update(carrier=CarrierState.STOPPED)
+    return bool(updated)
+
+
+def _carrier_for(state: str) -> str | None:
+    if state == PowerState.RUNNING:
+        return CarrierState.UP
+    if state in (PowerState.STOPPED, PowerState.FAILED):
+        return CarrierState.STOPPED
+    return None
+
+
+def _claimed(instance_id: int, state: str) -> Instance | None:
+    return Instance.objects.filter(pk=instance_id, power_state=state).first()
+
+
+def _fail(instance: Instance, expected: str, error: BackendError, action: str) -> None:
+    log.warning("%s of %s failed: %s", action, instance.machine_id, error.message)
+    backend = backend_named(instance.backend)
+    try:
+        running = backend.status(instance.machine_id).power == Power.RUNNING
+    except BackendError:
+        running = False
+    _settle(
+        instance.pk, expected, PowerState.RUNNING if running else PowerState.FAILED, error.message
+    )
+    audit_record(
+        actor=None,
+        action=f"instance.{action}",
+        project=instance.project,
+        target=instance,
+        outcome=Outcome.FAILURE,
+        message=error.message,
+    )
+
+
+def machine_start(instance_id: int) -> None:
+    instance = _claimed(instance_id, PowerState.STARTING)
+    if instance is None:
+        return
+    backend = backend_named(instance.backend)
+    try:
+        spec = machine_spec(instance)
+        backend.define(spec)
+        if backend.status(spec.id).power != Power.RUNNING:
+            backend.start(spec)
+    except BackendError as error:
+        _fail(instance, PowerState.STARTING, error, "start")
+        return
+    _settle(instance_id, PowerState.STARTING, PowerState.RUNNING, last_exit=LastExit.NONE)
+
+
+def machine_shutdown(instance_id: int) -> None:
+    instance = _claimed(instance_id, PowerState.STOPPING)
+    if instance is None:
+        return
+    backend = backend_named(instance.backend)
+    try:
+        backend.shutdown(instance.machine_id)
+        deadline = time.monotonic() + SHUTDOWN_TIMEOUT
+        while backend.status(instance.machine_id).power == Power.RUNNING:
+            if time.monotonic() > deadline:
+                _settle(
+                    instance_id,
+                    PowerState.STOPPING,
+                    PowerState.RUNNING,
+                    f"The guest did not power off within {SHUTDOWN_TIMEOUT} s of the ACPI "
+                    "signal. Use Force Shutdown if it is unresponsive.",
+                )
+                return
+            time.sleep(0.2)
+    except BackendError as error:
+        _fail(instance, PowerState.STOPPING, error, "shutdown")
+        return
+    _settle(instance_id, PowerState.STOPPING, PowerState.STOPPED, last_exit=LastExit.REQUESTED)
+
+
+def machine_force_stop(instance_id: int) -> None:
+    instance = _claimed(instance_id, PowerState.STOPPING)
+    if instance is None:
+        return
+    try:
+        backend_named(instance.backend).force_stop(instance.machine_id)
+    except BackendError as error:
+        _fail(instance, PowerState.STOPPING, error, "force_stop")
+        return
+    _settle(instance_id, PowerState.STOPPING, PowerState.STOPPED, last_exit=LastExit.REQUESTED)
+
+
+def machine_restart(instance_id: int) -> None:
+    instance = _claimed(instance_id, PowerState.RESTARTING)
+    if instance is None:
+        return
+    try:
+        backend_named(instance.backend).restart(instance.machine_id)
+    except BackendError as error:
+        _fail(instance, PowerState.RESTARTING, error, "restart")
+        return
+    _settle(instance_id, PowerState.RESTARTING, PowerState.RUNNING)
+
+
+def machine_set_link(nic_id: int) -> None:
+    nic = NetworkInterface.objects.select_related("instance").filter(pk=nic_id).first()
+    if nic is None or nic.instance.power_state != PowerState.RUNNING:
+        return
+    up = nic.link_desired == LinkState.UP
+    backend_named(nic.instance.backend).set_link(nic.instance.machine_id, nic.name, up)
+    nic.carrier = CarrierState.UP if up else CarrierState.DOWN
+    nic.save(update_fields=["carrier"])
+
+
+def disk_hotplug(disk_id: int) -> None:
+    disk = Disk.objects.select_related("instance", "image").filter(pk=disk_id).first()
+    if disk is None or disk.instance is None or disk.instance.power_state != PowerState.RUNNING:
+        return
+    backend_named(disk.instance.backend).attach_disk(machine_spec(disk.instance), disk_spec(disk))
+
+
+def disk_resize(disk_id: int) -> None:
+    disk = Disk.objects.select_related("instance", "image").filter(pk=disk_id).first()
+    if disk is None or disk.instance is None:
+        return
+    backend_named(disk.instance.backend).resize_disk(machine_spec(disk.instance), disk_spec(disk))
+
+
+def disk_snapshot(snapshot_id: int) -> None:
+    """Take the snapshot; it is consistent when the guest froze its filesystems for it."""
+    snapshot = DiskSnapshot.objects.select_related("disk__instance").filter(pk=snapshot_id).first()
+    if snapshot is None or snapshot.disk.instance is None:
+        return
+    instance = snapshot.disk.instance
+    backend = backend_named(instance.backend)
+    backend.snapshot_disk(instance.machine_id, snapshot.disk.device_name, snapshot.name)
+    snapshot.consistent = instance.power_state == PowerState.RUNNING
+    snapshot.save(update_fields=["consistent"])
+
+
+def cdrom_change(disk_id: int) -> None:
+    disk = Disk.objects.select_related("instance", "image").filter(pk=disk_id).first()
+    if disk is None or disk.instance is None or disk.instance.power_state != PowerState.RUNNING:
+        return
+    iso = disk.image.file if disk.image else None
+    backend_named(disk.instance.backend).change_cdrom(
+        disk.instance.machine_id, disk.device_name, iso
+    )
+
+
+def machine_undefine(backend_name: str, machine_id: str) -> None:
+    backend_named(backend_name).undefine(machine_id)
+
+
+def restart_wanted(strategy: str, exit_kind: ExitKind) -> bool:
+    """The run strategies, applied to a guest that stopped without being asked to."""
+    if exit_kind == ExitKind.REQUESTED:
+        return False
+    if strategy == RunStrategy.ALWAYS:
+        return True
+    if strategy == RunStrategy.RERUN_ON_FAILURE:
+        return exit_kind == ExitKind.CRASHED
+    return False
+
+
+def reconcile_host(host: str) -> None:
+    """Make the database match what the backend reports for every instance on this host, and
+    apply run strategies to guests that stopped by themselves.
+
+    1. Running in the database, stopped in reality: record how it ended; restart it when its
+       run strategy says so (Always; RerunOnFailure after a crash).
+    2. Stopped in the database, running in reality (adopted after a restart): mark it running.
+    3. Stuck in a transitional state (its worker died): settle it from what the backend reports.
+    4. Running in both: refresh the carrier state of its NICs.
+    """
+    stuck_before = timezone.now() - timedelta(seconds=STUCK_AFTER_SECONDS)
+    for instance in Instance.objects.filter(host=host).select_related("project"):
+        try:
+            status = backend_named(instance.backend).status(instance.machine_id)
+        except BackendError as error:
+            log.warning("status of %s: %s", instance.machine_id, error.message)
+            continue
+        state, running = instance.power_state, status.power == Power.RUNNING
+        if state == PowerState.RUNNING and not running:
+            _stopped_by_itself(instance, status.exit)
+        elif state in (PowerState.STOPPED, PowerState.FAILED) and running:
+            _settle(instance.pk, state, PowerState.RUNNING)
+        elif state in POWER_TRANSITIONAL and instance.state_changed_at < stuck_before:
+            _settle(instance.pk, state, PowerState.RUNNING if running else PowerState.STOPPED)
+        elif state == PowerState.RUNNING and status.links:
+            for nic in instance.nics.all():
+                carrier = CarrierState.UP if status.links.get(nic.name) else CarrierState.DOWN
+                if nic.carrier != carrier:
+                    NetworkInterface.objects.filter(pk=nic.pk).update(carrier=carrier)
+
+
+def _stopped_by_itself(instance: Instance, exit_kind: ExitKind) -> None:
+    last_exit = LastExit(exit_kind.value) if exit_kind != ExitKind.NONE else LastExit.CRASHED
+    restart = restart_wanted(instance.run_strategy, exit_kind)
+    with transaction.atomic():
+        if not _settle(
+            instance.pk,
+            PowerState.RUNNING,
+            PowerState.STARTING if restart else PowerState.STOPPED,
+            last_exit=last_exit,
+            auto_restarts=F("auto_restarts") + (1 if restart else 0),
+        ):
+            return
+        audit_record(
+            actor=None,
+            action="instance.auto_restart" if restart else "instance.stopped",
+            project=instance.project,
+            target=instance,
+            outcome=Outcome.FAILURE if exit_kind == ExitKind.CRASHED else Outcome.SUCCESS,
+            message=f"{last_exit.label}; run strategy {instance.run_strategy}.",
+        )
+        if restart:
+            enqueue_host_task(instance, "instances.machine_start", instance.pk)

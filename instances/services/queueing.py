@@ -1,0 +1,16 @@
+from django.db import transaction
+
+from instances.models import Instance
+
+
+def host_queue(instance: Instance) -> str:
+    """Node-local work runs on the instance's hypervisor host's own queue."""
+    return f"host.{instance.host}"
+
+
+def enqueue_host_task(instance: Instance, task_name: str, *args: object) -> None:
+    """Send the task once the surrounding transaction has committed."""
+    from zopday.celery import app
+
+    queue = host_queue(instance)
+    transaction.on_commit(lambda: app.send_task(task_name, args=args, queue=queue))

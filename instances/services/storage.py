@@ -1,0 +1,146 @@
+"""Disks: create, attach, detach, resize, snapshot; CD-ROM insert and eject."""
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from instances import actions
+from instances.access import project_role
+from instances.choices import DiskRole, ImageKind, PowerState, Role
+from instances.errors import ActionRefused
+from instances.models import Disk, DiskSnapshot, Image, Instance, Project
+from instances.services.audit import audit_record
+from instances.services.queueing import enqueue_host_task
+from instances.validators import validate_dns_label
+
+
+def _require(allowed: actions.Allowed) -> None:
+    if not allowed:
+        raise ActionRefused(allowed.reason)
+
+
+@transaction.atomic
+def disk_create(
+    *,
+    project: Project,
+    actor: AbstractBaseUser,
+    name: str,
+    zone: str,
+    size_gb: int,
+    bus: str = "auto",
+    image: Image | None = None,
+    role: str = DiskRole.SECONDARY,
+) -> Disk:
+    disk = Disk(
+        project=project, zone=zone, name=name, size_gb=size_gb, bus=bus, image=image, role=role
+    )
+    disk.full_clean()
+    disk.save()
+    audit_record(actor=actor, action="disk.create", project=project, target=disk)
+    return disk
+
+
+def disk_attach(*, disk: Disk, instance: Instance, actor: AbstractBaseUser) -> None:
+    """Attach a free disk; a running instance gets it hot-plugged (virtio) at once."""
+    _require(actions.configure(instance, project_role(actor, instance.project)))
+    if disk.project_id != instance.project_id:
+        raise ValidationError({"disk": "Choose a disk of this project."})
+    if disk.instance_id and disk.instance_id != instance.pk:
+        raise ValidationError(
+            {"disk": f"{disk.name} is attached to {disk.instance}; detach it first."}
+        )
+    if (
+        disk.role == DiskRole.ROOT
+        and instance.disks.filter(role=DiskRole.ROOT).exclude(pk=disk.pk).exists()
+    ):
+        raise ValidationError({"disk": f"{instance.name} already has a root disk."})
+    with transaction.atomic():
+        disk.instance = instance
+        disk.full_clean()
+        disk.save(update_fields=["instance"])
+        audit_record(actor=actor, action="disk.attach", project=instance.project, target=disk,
+                     detail={"instance": instance.name})  # fmt: skip
+        if instance.power_state == PowerState.RUNNING:
+            enqueue_host_task(instance, "instances.disk_hotplug", disk.pk)
+
+
+def disk_detach(*, disk: Disk, actor: AbstractBaseUser) -> None:
+    """Detach a persistent disk from its stopped instance (the seed's rule)."""
+    instance = disk.instance
+    if instance is None:
+        raise ActionRefused(f"{disk.name} is not attached.")
+    _require(actions.detach_disk(instance, project_role(actor, instance.project)))
+    with transaction.atomic():
+        disk.instance = None
+        disk.save(update_fields=["instance"])
+        audit_record(actor=actor, action="disk.detach", project=instance.project, target=disk,
+                     detail={"instance": instance.name})  # fmt: skip
+
+
+def disk_resize(*, disk: Disk, actor: AbstractBaseUser, size_gb: int) -> None:
+    """Grow a disk (shrinking would destroy data, so it is refused)."""
+    role = project_role(actor, disk.project)
+    if disk.instance:
+        _require(actions.configure(disk.instance, role))
+    elif role is None or not role.allows(Role.OPERATOR):
+        raise ActionRefused("Needs the operator role.")
+    if disk.role not in (DiskRole.ROOT, DiskRole.SECONDARY):
+        raise ValidationError({"size_gb": "Only root and secondary disks can be resized."})
+    if size_gb <= disk.size_gb:
+        raise ValidationError(
+            {"size_gb": f"Disks can only grow: enter more than the current {disk.size_gb} GB."}
+        )
+    if size_gb > 16384:
+        raise ValidationError({"size_gb": "Disk size must be between 1 and 16384 GB."})
+    with transaction.atomic():
+        previous, disk.size_gb = disk.size_gb, size_gb
+        disk.save(update_fields=["size_gb"])
+        audit_record(actor=actor, action="disk.resize", project=disk.project, target=disk,
+                     detail={"from_gb": previous, "to_gb": size_gb})  # fmt: skip
+        if disk.instance:
+            enqueue_host_task(disk.instance, "instances.disk_resize", disk.pk)
+
+
+def disk_snapshot(*, disk: Disk, actor: AbstractBaseUser, name: str) -> DiskSnapshot:
+    """Snapshot a disk; the guest's filesystems are frozen around it when it runs."""
+    if disk.instance is None:
+        raise ActionRefused("Attach the disk to an instance to snapshot it.")
+    _require(actions.configure(disk.instance, project_role(actor, disk.project)))
+    try:
+        validate_dns_label(name)
+    except ValidationError as error:
+        raise ValidationError({"name": error.messages}) from None
+    if disk.snapshots.filter(name=name).exists():
+        raise ValidationError({"name": f"{disk.name} already has a snapshot called {name}."})
+    with transaction.atomic():
+        snapshot = DiskSnapshot.objects.create(disk=disk, name=name)
+        audit_record(actor=actor, action="disk.snapshot", project=disk.project, target=snapshot)
+        enqueue_host_task(disk.instance, "instances.disk_snapshot", snapshot.pk)
+    return snapshot
+
+
+def cdrom_insert(*, disk: Disk, actor: AbstractBaseUser, image: Image) -> None:
+    _change_media(disk, actor, image)
+
+
+def cdrom_eject(*, disk: Disk, actor: AbstractBaseUser) -> None:
+    _change_media(disk, actor, None)
+
+
+def _change_media(disk: Disk, actor: AbstractBaseUser, image: Image | None) -> None:
+    if disk.role != DiskRole.CDROM:
+        raise ValidationError({"disk": f"{disk.name} is not a CD-ROM drive."})
+    if image is not None and image.kind != ImageKind.ISO:
+        raise ValidationError({"image": f"{image.name} is not an ISO image."})
+    if image is not None and image.project_id not in (None, disk.project_id):
+        raise ValidationError({"image": "Choose an ISO of this project or a shared one."})
+    if disk.instance:
+        _require(actions.configure(disk.instance, project_role(actor, disk.project)))
+    with transaction.atomic():
+        disk.image = image
+        disk.save(update_fields=["image"])
+        audit_record(actor=actor, action="cdrom.insert" if image else "cdrom.eject",
+                     project=disk.project, target=disk,
+                     detail={"image": image.name if image else None})  # fmt: skip
+        if disk.instance and disk.instance.power_state == PowerState.RUNNING:
+            enqueue_host_task(disk.instance, "instances.cdrom_change", disk.pk)

@@ -1,0 +1,80 @@
+"""Turn an Instance and its disks and NICs into the backend's MachineSpec."""
+
+from instances.backends.base import DiskSpec, FirmwareSpec, MachineSpec, NicSpec
+from instances.choices import DiskBus, DiskRole, ImageKind, LinkState, OsType
+from instances.cloudinit import seed_for
+from instances.models import Disk, Instance
+
+ROLE_ORDER: dict[str, int] = {DiskRole.ROOT: 0, DiskRole.SECONDARY: 1, DiskRole.CDROM: 2}
+
+
+def effective_bus(disk: Disk) -> str:
+    """`auto` picks virtio for Linux images and SATA for the rest (no VirtIO drivers assumed)."""
+    if disk.bus != DiskBus.AUTO:
+        return disk.bus
+    if disk.role == DiskRole.CDROM:
+        return DiskBus.SATA
+    os_type = disk.image.os_type if disk.image else OsType.LINUX
+    return DiskBus.VIRTIO if os_type == OsType.LINUX else DiskBus.SATA
+
+
+def disk_spec(disk: Disk) -> DiskSpec:
+    image = disk.image
+    source = None
+    if image is not None and image.kind in (ImageKind.QCOW2, ImageKind.ISO):
+        source = image.file
+    return DiskSpec(
+        name=disk.device_name,
+        role=disk.role,
+        bus=effective_bus(disk),
+        size_gb=disk.size_gb,
+        source=source,
+        boot_order=disk.boot_order,
+        serial=disk.name[:20],
+    )
+
+
+def machine_spec(instance: Instance) -> MachineSpec:
+    disks = sorted(
+        instance.disks.select_related("image").all(),
+        key=lambda d: (ROLE_ORDER.get(d.role, 9), d.boot_order or 99, d.pk),
+    )
+    kernel_image = next(
+        (
+            d.image
+            for d in disks
+            if d.role == DiskRole.ROOT and d.image and d.image.kind == ImageKind.KERNEL
+        ),
+        None,
+    )
+    sockets, cores, threads = instance.topology
+    return MachineSpec(
+        id=instance.machine_id,
+        name=instance.name,
+        vcpus=instance.vcpus,
+        sockets=sockets,
+        cores=cores,
+        threads=threads,
+        memory_mb=instance.memory_gb * 1024,
+        firmware=FirmwareSpec(
+            bootloader=instance.bootloader,
+            secure_boot=instance.secure_boot,
+            persistent_efi=instance.persistent_efi,
+            vtpm=instance.vtpm,
+        ),
+        disks=tuple(disk_spec(d) for d in disks),
+        nics=tuple(
+            NicSpec(
+                name=nic.name,
+                mac=nic.mac,
+                model=nic.model,
+                link_up=nic.link_desired == LinkState.UP,
+                network=nic.subnet.segment,
+            )
+            for nic in instance.nics.select_related("subnet").order_by("index")
+        ),
+        seed=seed_for(instance),
+        kernel=kernel_image.file / "vmlinuz" if kernel_image else None,
+        initrd=kernel_image.file / "initrd.img" if kernel_image else None,
+        kernel_cmdline="console=ttyS0" if kernel_image else "",
+    )

@@ -1,0 +1,78 @@
+"""Celery tasks of the instances app: thin wrappers that take ids and call one service.
+
+Node-local tasks (everything that touches a machine) are sent to the instance's host queue by
+services.queueing; the periodic reconcile fans out to every host that has instances.
+"""
+
+from celery import shared_task
+from django.conf import settings
+
+from instances.backends.base import BackendError
+from instances.models import Instance
+from instances.services import machines
+
+RETRY = {"autoretry_for": (BackendError,), "max_retries": 3, "retry_backoff": True}
+
+
+@shared_task(name="instances.machine_start")
+def machine_start(instance_id: int) -> None:
+    machines.machine_start(instance_id)
+
+
+@shared_task(name="instances.machine_shutdown")
+def machine_shutdown(instance_id: int) -> None:
+    machines.machine_shutdown(instance_id)
+
+
+@shared_task(name="instances.machine_force_stop")
+def machine_force_stop(instance_id: int) -> None:
+    machines.machine_force_stop(instance_id)
+
+
+@shared_task(name="instances.machine_restart")
+def machine_restart(instance_id: int) -> None:
+    machines.machine_restart(instance_id)
+
+
+@shared_task(name="instances.machine_undefine", **RETRY)
+def machine_undefine(backend_name: str, machine_id: str) -> None:
+    machines.machine_undefine(backend_name, machine_id)
+
+
+@shared_task(name="instances.nic_set_link", **RETRY)
+def nic_set_link(nic_id: int) -> None:
+    machines.machine_set_link(nic_id)
+
+
+@shared_task(name="instances.disk_hotplug", **RETRY)
+def disk_hotplug(disk_id: int) -> None:
+    machines.disk_hotplug(disk_id)
+
+
+@shared_task(name="instances.disk_resize", **RETRY)
+def disk_resize(disk_id: int) -> None:
+    machines.disk_resize(disk_id)
+
+
+@shared_task(name="instances.disk_snapshot", **RETRY)
+def disk_snapshot(snapshot_id: int) -> None:
+    machines.disk_snapshot(snapshot_id)
+
+
+@shared_task(name="instances.cdrom_change", **RETRY)
+def cdrom_change(disk_id: int) -> None:
+    machines.cdrom_change(disk_id)
+
+
+@shared_task(name="instances.reconcile_host")
+def reconcile_host(host: str) -> None:
+    machines.reconcile_host(host)
+
+
+@shared_task(name="instances.reconcile")
+def reconcile() -> None:
+    """Fan out: each host's worker reconciles the instances it runs."""
+    hosts = set(Instance.objects.values_list("host", flat=True).distinct())
+    hosts.add(settings.ZOPDAY_HOST)
+    for host in hosts:
+        reconcile_host.apply_async(args=[host], queue=f"host.{host}", expires=10)

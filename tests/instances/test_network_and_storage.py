@@ -1,0 +1,142 @@
+import pytest
+from django.core.exceptions import ValidationError
+
+from instances.choices import DiskRole, ImageKind, LinkState, PowerState
+from instances.errors import ActionRefused
+from instances.models import ElasticIP
+from instances.services import network, storage
+from instances.services.instances import DiskRequest, instance_create
+from tests.factories import ImageFactory, instance_request
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def instance(project, operator, subnet):
+    return instance_create(
+        project=project,
+        actor=operator,
+        request=instance_request(subnet, disks=[DiskRequest(size_gb=2)]),
+    )
+
+
+def running(instance):
+    instance.power_state = PowerState.RUNNING
+    instance.save(update_fields=["power_state"])
+    return instance
+
+
+def test_taking_the_primary_link_down_needs_confirmation(instance, operator):
+    eth0 = instance.nics.get()
+    with pytest.raises(ActionRefused, match="eth0 is the primary interface"):
+        network.nic_set_link(nic=eth0, actor=operator, up=False)
+    network.nic_set_link(nic=eth0, actor=operator, up=False, confirm_primary=True)
+    eth0.refresh_from_db()
+    assert eth0.link_desired == LinkState.DOWN
+
+
+def test_a_second_nic_gets_the_next_index_and_address(instance, operator, subnet):
+    nic = network.nic_add(instance=instance, actor=operator, subnet=subnet, mac="52:54:00:00:00:09")
+    assert (nic.name, nic.ipv4, nic.mac, nic.mac_static) == (
+        "eth1",
+        "10.20.0.3",
+        "52:54:00:00:00:09",
+        True,
+    )
+    network.nic_set_link(nic=nic, actor=operator, up=False)  # not primary: no confirmation
+
+
+def test_a_nic_is_removed_only_when_stopped(instance, operator):
+    nic = instance.nics.get()
+    running(instance)
+    with pytest.raises(ActionRefused, match="Stop the instance before removing an interface."):
+        network.nic_remove(nic=nic, actor=operator)
+
+
+def test_a_viewer_cannot_change_links(instance, viewer):
+    with pytest.raises(ActionRefused, match="Needs the operator role."):
+        network.nic_set_link(nic=instance.nics.get(), actor=viewer, up=True)
+
+
+def test_an_elastic_ip_is_allocated_associated_and_released(instance, project, operator):
+    eip = network.eip_allocate(project=project, actor=operator)
+    assert eip.address == "198.51.100.1"
+    network.eip_associate(eip=eip, nic=instance.nics.get(), actor=operator)
+    with pytest.raises(ValidationError, match="already has an Elastic IP"):
+        network.eip_associate(
+            eip=network.eip_allocate(project=project, actor=operator),
+            nic=instance.nics.get(),
+            actor=operator,
+        )
+    network.eip_release(eip=eip, actor=operator)  # first disassociates
+    eip.refresh_from_db()
+    assert eip.nic is None
+    network.eip_release(eip=eip, actor=operator)  # then releases
+    assert not ElasticIP.objects.filter(address="198.51.100.1").exists()
+
+
+def test_a_persistent_disk_is_detached_only_from_a_stopped_instance(instance, operator):
+    disk = instance.disks.get(role=DiskRole.SECONDARY)
+    running(instance)
+    with pytest.raises(ActionRefused, match="Stop the instance before detaching a persistent disk"):
+        storage.disk_detach(disk=disk, actor=operator)
+    instance.power_state = PowerState.STOPPED
+    instance.save()
+    storage.disk_detach(disk=disk, actor=operator)
+    disk.refresh_from_db()
+    assert disk.instance is None
+
+
+def test_a_disk_of_another_zone_cannot_be_attached(instance, project, operator):
+    far = storage.disk_create(
+        project=project, actor=operator, name="far", zone="local-1b", size_gb=1
+    )
+    with pytest.raises(ValidationError) as caught:
+        storage.disk_attach(disk=far, instance=instance, actor=operator)
+    assert caught.value.message_dict["zone"] == [
+        "The disk is in local-1b but the instance is in local-1a; a disk must be in its instance's zone."
+    ]
+
+
+def test_an_attached_disk_cannot_be_attached_elsewhere(instance, project, operator, subnet):
+    other = instance_create(
+        project=project, actor=operator, request=instance_request(subnet, name="web-2")
+    )
+    disk = instance.disks.get(role=DiskRole.SECONDARY)
+    with pytest.raises(ValidationError, match="is attached to web-1; detach it first"):
+        storage.disk_attach(disk=disk, instance=other, actor=operator)
+
+
+def test_disks_only_grow(instance, operator):
+    disk = instance.disks.get(role=DiskRole.SECONDARY)
+    with pytest.raises(ValidationError) as caught:
+        storage.disk_resize(disk=disk, actor=operator, size_gb=1)
+    assert caught.value.message_dict["size_gb"] == [
+        "Disks can only grow: enter more than the current 2 GB."
+    ]
+    storage.disk_resize(disk=disk, actor=operator, size_gb=4)
+    disk.refresh_from_db()
+    assert disk.size_gb == 4
+
+
+def test_a_snapshot_name_is_a_label_and_unique(instance, operator):
+    disk = instance.disks.get(role=DiskRole.SECONDARY)
+    with pytest.raises(ValidationError, match="lowercase letters"):
+        storage.disk_snapshot(disk=disk, actor=operator, name="Before Upgrade")
+    storage.disk_snapshot(disk=disk, actor=operator, name="before-upgrade")
+    with pytest.raises(ValidationError, match="already has a snapshot called before-upgrade"):
+        storage.disk_snapshot(disk=disk, actor=operator, name="before-upgrade")
+
+
+def test_a_cdrom_takes_isos_only(instance, project, operator):
+    drive = storage.disk_create(
+        project=project, actor=operator, name="cd", zone="local-1a", size_gb=0, role=DiskRole.CDROM
+    )
+    storage.disk_attach(disk=drive, instance=instance, actor=operator)
+    with pytest.raises(ValidationError, match="is not an ISO image"):
+        storage.cdrom_insert(disk=drive, actor=operator, image=ImageFactory(kind=ImageKind.QCOW2))
+    iso = ImageFactory(kind=ImageKind.ISO, name="rescue")
+    storage.cdrom_insert(disk=drive, actor=operator, image=iso)
+    storage.cdrom_eject(disk=drive, actor=operator)
+    drive.refresh_from_db()
+    assert drive.image is None

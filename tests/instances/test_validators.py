@@ -1,0 +1,96 @@
+"""Each validation rule says what to fix."""
+
+import subprocess
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from instances.validators import (
+    parse_cloud_config,
+    parse_network,
+    parse_ssh_public_key,
+    validate_dns_label,
+    validate_mac,
+)
+
+
+def message(callable_, *args) -> str:
+    with pytest.raises(ValidationError) as caught:
+        callable_(*args)
+    return " ".join(caught.value.messages)
+
+
+def test_it_accepts_a_colon_separated_mac():
+    validate_mac("52:54:00:12:34:56")
+
+
+def test_it_rejects_hyphenated_mac_and_shows_the_colon_form():
+    assert message(validate_mac, "52-54-00-12-34-56") == (
+        "Use colon notation for MAC addresses: 52:54:00:12:34:56, not 52-54-00-12-34-56."
+    )
+
+
+def test_it_rejects_a_malformed_mac_with_an_example():
+    assert "e.g. 52:54:00:12:34:56" in message(validate_mac, "52:54:00:12:34")
+
+
+def test_it_rejects_a_multicast_mac():
+    assert "multicast" in message(validate_mac, "01:00:5e:00:00:01")
+
+
+def test_it_rejects_hostnames_that_are_not_dns_labels():
+    assert "lowercase letters, digits and hyphens" in message(validate_dns_label, "Web_1")
+    validate_dns_label("web-1")
+
+
+def test_a_cidr_with_host_bits_names_the_network_meant():
+    assert (
+        message(parse_network, "10.0.0.7/24", 4)
+        == "10.0.0.7/24 has host bits set; did you mean 10.0.0.0/24?"
+    )
+
+
+def test_a_cidr_of_the_wrong_version_is_refused():
+    assert message(parse_network, "fd00::/64", 4) == "fd00::/64 is not an IPv4 network."
+    assert "CIDR notation" in message(parse_network, "banana", 6)
+
+
+def test_an_ssh_key_gets_the_fingerprint_ssh_keygen_prints(tmp_path):
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", tmp_path / "k"], check=True
+    )
+    public = (tmp_path / "k.pub").read_text()
+    expected = subprocess.run(
+        ["ssh-keygen", "-lf", tmp_path / "k.pub"], capture_output=True, text=True, check=True
+    ).stdout.split()[1]
+    assert parse_ssh_public_key(public + "\n") == (public.strip(), expected)
+
+
+def test_a_private_key_is_refused_with_a_warning():
+    text = (
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk=\n-----END OPENSSH PRIVATE KEY-----"
+    )
+    assert "This is a private key" in message(parse_ssh_public_key, text)
+
+
+def test_garbage_is_not_an_ssh_key():
+    assert "not a valid OpenSSH public key" in message(parse_ssh_public_key, "ssh-rsa AAAAnope me")
+
+
+def test_custom_user_data_needs_the_cloud_config_header():
+    assert message(parse_cloud_config, "packages: [nginx]") == (
+        "Custom user data must start with the line #cloud-config."
+    )
+
+
+def test_invalid_yaml_says_where():
+    text = "#cloud-config\npackages: [nginx\nruncmd: []\n"
+    assert "is not valid YAML (line 3, column" in message(parse_cloud_config, text)
+
+
+def test_cloud_config_must_be_a_mapping():
+    assert "must be a YAML mapping" in message(parse_cloud_config, "#cloud-config\n- a\n- b\n")
+
+
+def test_valid_cloud_config_parses():
+    assert parse_cloud_config("#cloud-config\nruncmd: [ls]\n") == {"runcmd": ["ls"]}
