@@ -12,7 +12,7 @@ from django.db import models
 from django.http import Http404
 
 from instances.choices import Role
-from instances.models import Membership, Project
+from instances.models import Disk, Instance, Membership, Project, SSHKey, Subnet
 
 User = AbstractBaseUser | AnonymousUser
 M = TypeVar("M", bound=models.Model)
@@ -61,3 +61,29 @@ def object_for_user(
     if obj is None:
         raise Http404("Not found.")
     return obj, require_role(user, obj.project, required)  # type: ignore[attr-defined]
+
+
+def instance_for_user(
+    user: User, project_slug: str, pk: int, required: Role = Role.VIEWER
+) -> tuple[Instance, Role]:
+    return object_for_user(
+        Instance.objects.all(), user, required, pk=pk, project__slug=project_slug
+    )
+
+
+def subnet_for_user(
+    user: User, project_slug: str, pk: int, required: Role = Role.VIEWER
+) -> tuple[Subnet, Role]:
+    return object_for_user(Subnet.objects.all(), user, required, pk=pk, project__slug=project_slug)
+
+
+def ssh_key_for_user(
+    user: User, project_slug: str, pk: int, required: Role = Role.VIEWER
+) -> tuple[SSHKey, Role]:
+    return object_for_user(SSHKey.objects.all(), user, required, pk=pk, project__slug=project_slug)
+
+
+def disk_for_user(
+    user: User, project_slug: str, pk: int, required: Role = Role.VIEWER
+) -> tuple[Disk, Role]:
+    return object_for_user(Disk.objects.all(), user, required, pk=pk, project__slug=project_slug)

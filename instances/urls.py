@@ -1,9 +1,30 @@
 from django.urls import path
 
-from instances import views
+from instances.views import catalog, components, instances, projects
+
+P = "projects/<slug:project_slug>/"
+INSTANCE = P + "instances/<int:pk>/"
 
 urlpatterns = [
-    path("", views.home, name="home"),
-    path("projects/<slug:project_slug>/", views.project_overview, name="project-overview"),
-    path("projects/<slug:project_slug>/events/", views.project_events, name="project-events"),
+    path("", projects.home, name="home"),
+    path(P, projects.project_overview, name="project-overview"),
+    path(P + "events/", projects.project_events, name="project-events"),
+    path(P + "instances/", instances.instance_list, name="instance-list"),
+    path(P + "instances/new/", instances.instance_new, name="instance-new"),
+    path(
+        P + "instances/new/<str:kind>-row/", instances.instance_form_row, name="instance-form-row"
+    ),
+    path(INSTANCE, instances.instance_detail, name="instance-detail"),
+    path(INSTANCE + "row/", instances.instance_row, name="instance-row"),
+    path(INSTANCE + "power/", instances.instance_power_panel, name="instance-power-panel"),
+    path(INSTANCE + "power/<str:action>/", instances.instance_power, name="instance-power"),
+    path(INSTANCE + "run-strategy/", instances.instance_run_strategy, name="instance-run-strategy"),
+    path(INSTANCE + "delete/", instances.instance_delete_view, name="instance-delete"),
+    path(INSTANCE + "disks/<str:action>/", components.disk_action, name="instance-disk-action"),
+    path(INSTANCE + "nics/<str:action>/", components.nic_action, name="instance-nic-action"),
+    path(P + "subnets/", catalog.subnet_list, name="subnet-list"),
+    path(P + "subnets/<int:pk>/delete/", catalog.subnet_delete, name="subnet-delete"),
+    path(P + "ssh-keys/", catalog.ssh_key_list, name="ssh-key-list"),
+    path(P + "ssh-keys/<int:pk>/delete/", catalog.ssh_key_delete, name="ssh-key-delete"),
+    path(P + "images/", catalog.image_list, name="image-list"),
 ]

@@ -4,6 +4,7 @@ from django.db import models
 
 from instances.choices import (
     MEMORY_GB_CHOICES,
+    POWER_TRANSITIONAL,
     VCPU_CHOICES,
     Bootloader,
     LastExit,
@@ -78,6 +79,10 @@ class Instance(models.Model):
     def machine_id(self) -> str:
         """The backend's name for this instance (filesystem- and queue-safe)."""
         return f"i-{self.pk}"
+
+    @property
+    def is_transitional(self) -> bool:
+        return self.power_state in POWER_TRANSITIONAL
 
     @property
     def topology(self) -> tuple[int, int, int]:

@@ -1,0 +1,149 @@
+"""Forms of the instance pages. They collect input; the services validate the rules, and
+`apply_errors` puts each service message back at the field it concerns."""
+
+from django import forms
+from django.core.exceptions import ValidationError
+from django.db.models import Q
+
+from instances.choices import (
+    MEMORY_GB_CHOICES,
+    RUN_STRATEGY_HELP,
+    VCPU_CHOICES,
+    Bootloader,
+    DiskBus,
+    DiskRole,
+    ImageKind,
+    NicModel,
+    RunStrategy,
+    UserDataMode,
+)
+from instances.models import Image, Project, SSHKey, Subnet
+
+
+def images_for(project: Project, *kinds: str) -> "forms.QuerySet[Image]":
+    return Image.objects.filter(Q(project=project) | Q(project=None), kind__in=kinds)
+
+
+def zone_choices() -> list[tuple[str, str]]:
+    from django.conf import settings
+
+    return [(zone, zone) for zone in settings.ZOPDAY_ZONES]
+
+
+class InstanceForm(forms.Form):
+    # Basics
+    name = forms.CharField(max_length=63, help_text="Also the guest's hostname.")
+    zone = forms.ChoiceField(choices=zone_choices)
+    run_strategy = forms.ChoiceField(
+        choices=RunStrategy.choices, initial=RunStrategy.MANUAL, widget=forms.RadioSelect
+    )
+    # Size & topology
+    vcpus = forms.TypedChoiceField(
+        label="vCPU", choices=[(n, n) for n in VCPU_CHOICES], coerce=int, initial=1
+    )
+    memory_gb = forms.TypedChoiceField(
+        label="RAM (GB)", choices=[(n, n) for n in MEMORY_GB_CHOICES], coerce=int, initial=1
+    )
+    sockets = forms.IntegerField(required=False, min_value=1, max_value=32)
+    cores = forms.IntegerField(required=False, min_value=1, max_value=32)
+    threads = forms.IntegerField(required=False, min_value=1, max_value=32)
+    # Storage
+    root_image = forms.ModelChoiceField(queryset=Image.objects.none(), label="Root disk image")
+    root_size_gb = forms.IntegerField(label="Root disk size (GB)", min_value=1, initial=1)
+    root_bus = forms.ChoiceField(
+        label="Root disk bus", choices=DiskBus.choices, initial=DiskBus.AUTO
+    )
+    cdrom_image = forms.ModelChoiceField(
+        queryset=Image.objects.none(), required=False, label="CD-ROM (ISO)"
+    )
+    # Cloud-init & SSH keys
+    user_data_mode = forms.ChoiceField(
+        choices=UserDataMode.choices, initial=UserDataMode.DEFAULT, widget=forms.RadioSelect
+    )
+    custom_user_data = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 8, "spellcheck": "false"})
+    )
+    ssh_keys = forms.ModelMultipleChoiceField(
+        queryset=SSHKey.objects.none(), required=False, widget=forms.CheckboxSelectMultiple
+    )
+    # Firmware & security
+    bootloader = forms.ChoiceField(choices=Bootloader.choices, initial=Bootloader.BIOS)
+    secure_boot = forms.BooleanField(required=False)
+    persistent_efi = forms.BooleanField(required=False, label="Persistent EFI")
+    vtpm = forms.BooleanField(required=False, label="vTPM 2.0")
+
+    def __init__(self, *args: object, project: Project, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.fields["root_image"].queryset = images_for(project, ImageKind.KERNEL, ImageKind.QCOW2)  # type: ignore[attr-defined]
+        self.fields["cdrom_image"].queryset = images_for(project, ImageKind.ISO)  # type: ignore[attr-defined]
+        self.fields["ssh_keys"].queryset = project.ssh_keys.all()  # type: ignore[attr-defined]
+        self.run_strategy_help = RUN_STRATEGY_HELP
+
+
+class DiskRowForm(forms.Form):
+    size_gb = forms.IntegerField(label="Size (GB)", min_value=1, initial=1)
+    bus = forms.ChoiceField(choices=DiskBus.choices, initial=DiskBus.AUTO)
+    name = forms.CharField(required=False, max_length=63, help_text="Optional")
+
+
+class NicRowForm(forms.Form):
+    subnet = forms.ModelChoiceField(queryset=Subnet.objects.none())
+    ipv4 = forms.CharField(label="Static IPv4", required=False, help_text="Empty: automatic (IPAM)")
+    ipv6 = forms.CharField(label="Static IPv6", required=False)
+    mac = forms.CharField(label="Static MAC", required=False, help_text="e.g. 52:54:00:12:34:56")
+    model = forms.ChoiceField(choices=NicModel.choices, initial=NicModel.VIRTIO)
+
+    def __init__(self, *args: object, project: Project, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.fields["subnet"].queryset = project.subnets.all()  # type: ignore[attr-defined]
+
+
+DiskFormSet = forms.formset_factory(DiskRowForm, extra=0, max_num=16)
+NicFormSet = forms.formset_factory(NicRowForm, extra=0, min_num=1, max_num=8)
+
+
+def apply_errors(
+    error: ValidationError, form: forms.Form, formsets: dict[str, forms.BaseFormSet]
+) -> None:
+    """Put each service message at its field: `nics-0-mac` goes to row 0 of the NIC formset."""
+    for key, messages in error.message_dict.items():
+        prefix, _, rest = key.partition("-")
+        if prefix in formsets and rest:
+            index, _, field = rest.partition("-")
+            rows = formsets[prefix].forms
+            if index.isdigit() and int(index) < len(rows):
+                row = rows[int(index)]
+                for message in messages:
+                    row.add_error(field if field in row.fields else None, message)
+                continue
+        target = key if key in form.fields else None
+        for message in messages:
+            form.add_error(target, message)
+
+
+class SubnetForm(forms.Form):
+    name = forms.CharField(max_length=63)
+    zone = forms.ChoiceField(choices=zone_choices)
+    cidr_v4 = forms.CharField(label="IPv4 CIDR", required=False, help_text="e.g. 10.0.1.0/24")
+    cidr_v6 = forms.CharField(label="IPv6 CIDR", required=False, help_text="e.g. fd00:1::/64")
+    gateway = forms.CharField(required=False, help_text="Defaults to the first address")
+    dns_resolvers = forms.CharField(
+        label="DNS resolvers", required=False, help_text="Comma-separated, e.g. 1.1.1.1, 9.9.9.9"
+    )
+
+
+class SSHKeyForm(forms.Form):
+    name = forms.CharField(max_length=100)
+    public_key = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "ssh-ed25519 AAAA... you@laptop"})
+    )
+
+
+class DiskCreateForm(forms.Form):
+    name = forms.CharField(max_length=63)
+    size_gb = forms.IntegerField(label="Size (GB)", min_value=1, initial=1)
+    bus = forms.ChoiceField(choices=DiskBus.choices, initial=DiskBus.AUTO)
+    role = forms.ChoiceField(
+        choices=[(DiskRole.SECONDARY, "Secondary disk"), (DiskRole.CDROM, "CD-ROM drive")],
+        initial=DiskRole.SECONDARY,
+    )

@@ -1,0 +1,98 @@
+"""Project catalog pages: subnets with their IPAM usage, SSH keys, images."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.db.models import Count, Q
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from instances.access import project_for_user, ssh_key_for_user, subnet_for_user
+from instances.choices import Role
+from instances.errors import ActionRefused
+from instances.forms import SSHKeyForm, SubnetForm, apply_errors
+from instances.models import Image
+from instances.services import keys, network
+
+
+@login_required
+def subnet_list(request: HttpRequest, project_slug: str) -> HttpResponse:
+    project, role = project_for_user(request.user, project_slug)
+    form = SubnetForm(request.POST or None)
+    if request.method == "POST":
+        project, role = project_for_user(request.user, project_slug, Role.ADMIN)
+        if form.is_valid():
+            try:
+                subnet = network.subnet_create(
+                    project=project, actor=request.user, **form.cleaned_data
+                )
+            except ValidationError as error:
+                apply_errors(error, form, {})
+            else:
+                messages.success(request, f"Subnet {subnet.name} created.")
+                return redirect("subnet-list", project_slug=project.slug)
+    subnets = project.subnets.annotate(
+        leased=Count("leases", distinct=True), attached=Count("nics", distinct=True)
+    )
+    rows = []
+    for subnet in subnets:
+        usable = sum(
+            max(net.num_addresses - (3 if net.version == 4 else 2), 0)
+            for net in (subnet.network_v4, subnet.network_v6)
+            if net is not None
+        )
+        rows.append((subnet, usable))
+    context = {"project": project, "role": role, "rows": rows, "form": form,
+               "can_edit": role.allows(Role.ADMIN)}  # fmt: skip
+    return render(request, "instances/subnet_list.html", context)
+
+
+@require_POST
+@login_required
+def subnet_delete(request: HttpRequest, project_slug: str, pk: int) -> HttpResponse:
+    subnet, _ = subnet_for_user(request.user, project_slug, pk, Role.ADMIN)
+    try:
+        network.subnet_delete(subnet=subnet, actor=request.user)
+    except ActionRefused as refused:
+        messages.error(request, refused.message)
+    else:
+        messages.success(request, f"Subnet {subnet.name} deleted.")
+    return redirect("subnet-list", project_slug=project_slug)
+
+
+@login_required
+def ssh_key_list(request: HttpRequest, project_slug: str) -> HttpResponse:
+    project, role = project_for_user(request.user, project_slug)
+    form = SSHKeyForm(request.POST or None)
+    if request.method == "POST":
+        project, role = project_for_user(request.user, project_slug, Role.OPERATOR)
+        if form.is_valid():
+            try:
+                key = keys.ssh_key_add(project=project, actor=request.user, **form.cleaned_data)
+            except ValidationError as error:
+                apply_errors(error, form, {})
+            else:
+                messages.success(request, f"Key {key.name} added ({key.fingerprint}).")
+                return redirect("ssh-key-list", project_slug=project.slug)
+    context = {"project": project, "role": role, "keys": project.ssh_keys.all(), "form": form,
+               "can_edit": role.allows(Role.OPERATOR)}  # fmt: skip
+    return render(request, "instances/ssh_key_list.html", context)
+
+
+@require_POST
+@login_required
+def ssh_key_delete(request: HttpRequest, project_slug: str, pk: int) -> HttpResponse:
+    key, _ = ssh_key_for_user(request.user, project_slug, pk, Role.OPERATOR)
+    keys.ssh_key_remove(key=key, actor=request.user)
+    messages.success(request, f"Key {key.name} removed.")
+    return redirect("ssh-key-list", project_slug=project_slug)
+
+
+@login_required
+def image_list(request: HttpRequest, project_slug: str) -> HttpResponse:
+    project, role = project_for_user(request.user, project_slug)
+    images = Image.objects.filter(Q(project=project) | Q(project=None)).select_related("project")
+    return render(
+        request, "instances/image_list.html", {"project": project, "role": role, "images": images}
+    )

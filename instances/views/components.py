@@ -1,0 +1,138 @@
+"""Actions of the details page's Storage and Networking tabs. Each posts, calls one service,
+and sends the user back to the tab with a message saying what happened or what to fix."""
+
+from collections.abc import Callable
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404
+from django.views.decorators.http import require_POST
+
+from instances.access import instance_for_user
+from instances.errors import ActionRefused
+from instances.forms import images_for
+from instances.models import ElasticIP, Instance
+from instances.services import network, storage
+from instances.views.instances import back_to_detail
+
+
+def _run(
+    request: HttpRequest, instance: Instance, tab: str, done: str, call: Callable[[], object]
+) -> HttpResponse:
+    try:
+        call()
+    except ValidationError as error:
+        messages.error(request, " ".join(error.messages))
+    except ActionRefused as refused:
+        messages.error(request, refused.message)
+    else:
+        messages.success(request, done)
+    return back_to_detail(request, instance, tab)
+
+
+def _int(request: HttpRequest, name: str) -> int:
+    try:
+        return int(request.POST.get(name, ""))
+    except ValueError:
+        raise ValidationError(f"Enter a whole number for {name.replace('_', ' ')}.") from None
+
+
+@require_POST
+@login_required
+def disk_action(request: HttpRequest, project_slug: str, pk: int, action: str) -> HttpResponse:
+    instance, _ = instance_for_user(request.user, project_slug, pk)
+    disks = instance.project.disks
+    user = request.user
+
+    def disk():  # type: ignore[no-untyped-def]
+        return get_object_or_404(disks, pk=request.POST.get("disk"))
+
+    def create_and_attach() -> None:
+        new = storage.disk_create(
+            project=instance.project, actor=user, name=request.POST.get("name", "").strip(),
+            zone=instance.zone, size_gb=_int(request, "size_gb"),
+            bus=request.POST.get("bus", "auto"), role=request.POST.get("role", "secondary"),
+        )  # fmt: skip
+        storage.disk_attach(disk=new, instance=instance, actor=user)
+
+    def insert() -> None:
+        iso = get_object_or_404(images_for(instance.project, "iso"), pk=request.POST.get("image"))
+        storage.cdrom_insert(disk=disk(), actor=user, image=iso)
+
+    def attach() -> None:
+        storage.disk_attach(disk=disk(), instance=instance, actor=user)
+
+    def detach() -> None:
+        storage.disk_detach(disk=disk(), actor=user)
+
+    def resize() -> None:
+        storage.disk_resize(disk=disk(), actor=user, size_gb=_int(request, "size_gb"))
+
+    def snapshot() -> None:
+        name = request.POST.get("name", "").strip()
+        storage.disk_snapshot(disk=disk(), actor=user, name=name)
+
+    def eject() -> None:
+        storage.cdrom_eject(disk=disk(), actor=user)
+
+    handlers: dict[str, tuple[str, Callable[[], object]]] = {
+        "create": ("Disk created and attached.", create_and_attach),
+        "attach": ("Disk attached.", attach),
+        "detach": ("Disk detached.", detach),
+        "resize": ("Disk resized.", resize),
+        "snapshot": ("Snapshot requested.", snapshot),
+        "insert": ("Media inserted.", insert),
+        "eject": ("Media ejected.", eject),
+    }
+    if action not in handlers:
+        return HttpResponse(status=404)
+    done, call = handlers[action]
+    return _run(request, instance, "storage", done, call)
+
+
+@require_POST
+@login_required
+def nic_action(request: HttpRequest, project_slug: str, pk: int, action: str) -> HttpResponse:
+    instance, _ = instance_for_user(request.user, project_slug, pk)
+    user = request.user
+
+    def nic():  # type: ignore[no-untyped-def]
+        return get_object_or_404(instance.nics, pk=request.POST.get("nic"))
+
+    def eip() -> ElasticIP:
+        return get_object_or_404(instance.project.elastic_ips, pk=request.POST.get("eip"))
+
+    def add() -> None:
+        subnet = get_object_or_404(instance.project.subnets, pk=request.POST.get("subnet"))
+        options = {
+            k: request.POST[k] for k in ("ipv4", "ipv6", "mac", "model") if request.POST.get(k)
+        }
+        network.nic_add(instance=instance, actor=user, subnet=subnet, **options)
+
+    def link() -> None:
+        network.nic_set_link(
+            nic=nic(), actor=user, up=request.POST.get("up") == "1",
+            confirm_primary=request.POST.get("confirm_primary") == "1",
+        )  # fmt: skip
+
+    def associate() -> None:
+        chosen = (
+            eip()
+            if request.POST.get("eip")
+            else network.eip_allocate(project=instance.project, actor=user)
+        )
+        network.eip_associate(eip=chosen, nic=nic(), actor=user)
+
+    handlers: dict[str, tuple[str, Callable[[], object]]] = {
+        "add": ("Interface added; it appears in the guest at the next start.", add),
+        "remove": ("Interface removed.", lambda: network.nic_remove(nic=nic(), actor=user)),
+        "link": ("Link state changed.", link),
+        "associate-eip": ("Elastic IP associated.", associate),
+        "release-eip": ("Elastic IP released.", lambda: network.eip_release(eip=eip(), actor=user)),
+    }
+    if action not in handlers:
+        return HttpResponse(status=404)
+    done, call = handlers[action]
+    return _run(request, instance, "networking", done, call)

@@ -1,0 +1,300 @@
+"""The instance list, the create form and the details page with its power buttons."""
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
+
+from instances import selectors
+from instances.access import instance_for_user, project_for_user
+from instances.actions import instance_allowed_actions
+from instances.choices import (
+    POWER_TRANSITIONAL,
+    DiskRole,
+    ImageKind,
+    PowerState,
+    Role,
+    RunStrategy,
+)
+from instances.cloudinit import user_data
+from instances.errors import ActionRefused
+from instances.forms import DiskFormSet, InstanceForm, NicFormSet, apply_errors, images_for
+from instances.models import Instance
+from instances.services import power
+from instances.services.instances import (
+    DiskRequest,
+    InstanceRequest,
+    NicRequest,
+    instance_create,
+    instance_delete,
+    instance_set_run_strategy,
+)
+
+PAGE_SIZE = 50
+TABS = ("overview", "storage", "networking", "user-data", "events")
+
+
+@login_required
+def instance_list(request: HttpRequest, project_slug: str) -> HttpResponse:
+    project, role = project_for_user(request.user, project_slug)
+    filters = {key: request.GET.get(key, "").strip() for key in ("state", "zone", "subnet", "q")}
+    page = Paginator(selectors.instance_list(project, **filters), PAGE_SIZE).get_page(
+        request.GET.get("page")
+    )
+    context = {
+        "project": project,
+        "role": role,
+        "page": page,
+        "filters": filters,
+        "states": PowerState.choices,
+        "subnets": project.subnets.all(),
+        "can_create": role.allows(Role.OPERATOR),
+        "zones": settings.ZOPDAY_ZONES,
+    }
+    template = "instances/instance_list.html"
+    if request.htmx and request.htmx.target == "instance-table":
+        template += "#instance-table"
+    return render(request, template, context)
+
+
+@login_required
+def instance_row(request: HttpRequest, project_slug: str, pk: int) -> HttpResponse:
+    """One list row, polled while the instance is in a transitional state."""
+    instance, _ = instance_for_user(request.user, project_slug, pk)
+    response = render(
+        request,
+        "instances/instance_list.html#instance-row",
+        {"instance": instance, "project": instance.project},
+    )
+    return _stop_polling_when_settled(instance, response)
+
+
+def _stop_polling_when_settled(instance: Instance, response: HttpResponse) -> HttpResponse:
+    if instance.power_state in POWER_TRANSITIONAL:
+        return response
+    return HttpResponseStopPolling(response.content)
+
+
+@login_required
+def instance_new(request: HttpRequest, project_slug: str) -> HttpResponse:
+    project, role = project_for_user(request.user, project_slug, Role.OPERATOR)
+    data = request.POST if request.method == "POST" else None
+    form = InstanceForm(data, project=project)
+    disks = DiskFormSet(data, prefix="disks")
+    nics = NicFormSet(data, prefix="nics", form_kwargs={"project": project})
+    if request.method == "POST" and form.is_valid() and disks.is_valid() and nics.is_valid():
+        try:
+            instance = instance_create(
+                project=project, actor=request.user, request=_instance_request(form, disks, nics)
+            )
+        except ValidationError as error:
+            apply_errors(error, form, {"disks": disks, "nics": nics})
+        except ActionRefused as refused:
+            form.add_error(None, refused.message)
+        else:
+            messages.success(request, f"Instance {instance.name} created.")
+            return redirect("instance-detail", project_slug=project.slug, pk=instance.pk)
+    context = {"project": project, "role": role, "form": form, "disks": disks, "nics": nics}
+    return render(request, "instances/instance_new.html", context)
+
+
+def _instance_request(form: InstanceForm, disks: DiskFormSet, nics: NicFormSet) -> InstanceRequest:
+    data = form.cleaned_data
+    extra_disks = [
+        DiskRequest(size_gb=row["size_gb"], bus=row["bus"], name=row.get("name", ""))
+        for row in disks.cleaned_data
+        if row and not row.get("DELETE")
+    ]
+    if data.get("cdrom_image"):
+        extra_disks.append(DiskRequest(size_gb=0, role=DiskRole.CDROM, image=data["cdrom_image"]))
+    fields = {
+        name: data[name]
+        for name in (
+            "name", "zone", "run_strategy", "vcpus", "memory_gb", "sockets", "cores", "threads",
+            "bootloader", "secure_boot", "persistent_efi", "vtpm", "user_data_mode",
+            "custom_user_data", "root_image", "root_size_gb", "root_bus",
+        )
+    }  # fmt: skip
+    return InstanceRequest(
+        **fields,
+        ssh_keys=list(data["ssh_keys"]),
+        disks=extra_disks,
+        nics=[
+            NicRequest(
+                subnet=row["subnet"],
+                ipv4=row["ipv4"],
+                ipv6=row["ipv6"],
+                mac=row["mac"],
+                model=row["model"],
+            )
+            for row in nics.cleaned_data
+            if row
+        ],
+    )
+
+
+@login_required
+def instance_form_row(request: HttpRequest, project_slug: str, kind: str) -> HttpResponse:
+    """An empty disk or NIC row for the create form ("Add disk", "Add interface")."""
+    project, _ = project_for_user(request.user, project_slug, Role.OPERATOR)
+    index = int(request.GET.get("index", "0") or 0)
+    if kind == "nics":
+        formset = NicFormSet(prefix="nics", form_kwargs={"project": project})
+    else:
+        kind, formset = "disks", DiskFormSet(prefix="disks")
+    row = formset.empty_form
+    row.prefix = f"{kind}-{index}"
+    return render(
+        request,
+        "instances/instance_new.html#form-row",
+        {"row": row, "kind": kind, "index": index, "total": index + 1},
+    )
+
+
+@login_required
+def instance_detail(request: HttpRequest, project_slug: str, pk: int) -> HttpResponse:
+    instance, role = instance_for_user(request.user, project_slug, pk)
+    tab = request.GET.get("tab", "overview")
+    if tab not in TABS:
+        tab = "overview"
+    context = detail_context(instance, role, tab)
+    template = "instances/instance_detail.html"
+    if request.htmx and request.htmx.target == "tab-content":
+        template += "#tab-content"
+    return render(request, template, context)
+
+
+POWER_BUTTONS = (
+    ("start", "Start", "primary", ""),
+    ("shutdown", "Shutdown (ACPI)", "", ""),
+    ("force_stop", "Force Shutdown", "danger",
+     "Force Shutdown cuts the power at once: unsaved data in the guest is lost. Continue?"),
+    ("restart", "Restart", "", ""),
+)  # fmt: skip
+
+
+def detail_context(instance: Instance, role: Role, tab: str) -> dict[str, object]:
+    allowed = instance_allowed_actions(instance, role)
+    context: dict[str, object] = {
+        "project": instance.project,
+        "instance": instance,
+        "role": role,
+        "allowed": allowed,
+        "tab": tab,
+        "tabs": TABS,
+        "run_strategies": RunStrategy.choices,
+        "power_buttons": [
+            {
+                "action": action,
+                "label": label,
+                "style": style,
+                "confirm": confirm,
+                "allowed": allowed[action],
+            }
+            for action, label, style, confirm in POWER_BUTTONS
+        ],
+    }
+    if tab == "overview":
+        context["nics"] = instance.nics.select_related("subnet", "elastic_ip")
+        context["disks"] = instance.disks.select_related("image")
+    elif tab == "storage":
+        context["disks"] = instance.disks.select_related("image").prefetch_related("snapshots")
+        context["free_disks"] = instance.project.disks.filter(instance=None, zone=instance.zone)
+        context["isos"] = images_for(instance.project, ImageKind.ISO)
+    elif tab == "networking":
+        context["nics"] = instance.nics.select_related("subnet", "elastic_ip")
+        context["subnets"] = instance.project.subnets.filter(zone=instance.zone)
+        context["free_eips"] = instance.project.elastic_ips.filter(nic=None)
+    elif tab == "user-data":
+        text = user_data(instance)
+        if not allowed["view_password"]:
+            text = text.replace(instance.initial_password, "••••••••")
+        context["user_data"] = text
+    elif tab == "events":
+        context["events"] = selectors.instance_events(instance)[:100]
+    return context
+
+
+@login_required
+def instance_power_panel(request: HttpRequest, project_slug: str, pk: int) -> HttpResponse:
+    """The state badge and power buttons, polled while the state is transitional."""
+    instance, role = instance_for_user(request.user, project_slug, pk)
+    response = render(
+        request,
+        "instances/instance_detail.html#power-panel",
+        detail_context(instance, role, tab=""),
+    )
+    return _stop_polling_when_settled(instance, response)
+
+
+POWER_SERVICES = {
+    "start": power.instance_start,
+    "shutdown": power.instance_shutdown,
+    "force_stop": power.instance_force_stop,
+    "restart": power.instance_restart,
+}
+
+
+@require_POST
+@login_required
+def instance_power(request: HttpRequest, project_slug: str, pk: int, action: str) -> HttpResponse:
+    instance, role = instance_for_user(request.user, project_slug, pk)
+    service = POWER_SERVICES.get(action)
+    if service is None:
+        return HttpResponse(status=404)
+    try:
+        service(instance=instance, actor=request.user)
+    except ActionRefused as refused:
+        messages.error(request, refused.message)
+    instance.refresh_from_db()
+    if request.htmx:
+        return render(
+            request,
+            "instances/instance_detail.html#power-panel",
+            detail_context(instance, role, tab=""),
+        )
+    return redirect("instance-detail", project_slug=project_slug, pk=pk)
+
+
+@require_POST
+@login_required
+def instance_run_strategy(request: HttpRequest, project_slug: str, pk: int) -> HttpResponse:
+    instance, _ = instance_for_user(request.user, project_slug, pk)
+    try:
+        instance_set_run_strategy(
+            instance=instance, actor=request.user, strategy=request.POST.get("run_strategy", "")
+        )
+    except ValidationError as error:
+        messages.error(request, " ".join(error.messages))
+    except ActionRefused as refused:
+        messages.error(request, refused.message)
+    else:
+        messages.success(request, f"Run strategy set to {request.POST['run_strategy']}.")
+    return back_to_detail(request, instance)
+
+
+@require_POST
+@login_required
+def instance_delete_view(request: HttpRequest, project_slug: str, pk: int) -> HttpResponse:
+    instance, _ = instance_for_user(request.user, project_slug, pk)
+    try:
+        instance_delete(instance=instance, actor=request.user)
+    except ActionRefused as refused:
+        messages.error(request, refused.message)
+        return back_to_detail(request, instance)
+    messages.success(request, f"Instance {instance.name} deleted.")
+    url = reverse("instance-list", args=[project_slug])
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+
+
+def back_to_detail(request: HttpRequest, instance: Instance, tab: str = "") -> HttpResponse:
+    url = reverse("instance-detail", args=[instance.project.slug, instance.pk])
+    if tab:
+        url += f"?tab={tab}"
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)

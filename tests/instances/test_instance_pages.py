@@ -1,0 +1,229 @@
+"""The instance pages through Django's test client: access, the create form, the details page."""
+
+import pytest
+from django.urls import reverse
+
+from instances.choices import PowerState
+from instances.models import AuditEvent, Instance
+from instances.services.instances import instance_create
+from tests.factories import ImageFactory, instance_request
+
+pytestmark = pytest.mark.django_db
+
+EXPECTED = {"owner": 200, "operator": 200, "viewer": 200, "outsider": 404}
+
+
+@pytest.fixture
+def instance(project, operator, subnet):
+    return instance_create(project=project, actor=operator, request=instance_request(subnet))
+
+
+def page_urls(project, instance):
+    base = [project.slug]
+    return [
+        reverse("instance-list", args=base),
+        reverse("subnet-list", args=base),
+        reverse("ssh-key-list", args=base),
+        reverse("image-list", args=base),
+        *[reverse("instance-detail", args=[*base, instance.pk]) + f"?tab={tab}"
+          for tab in ("overview", "storage", "networking", "user-data", "events")],
+        reverse("instance-row", args=[*base, instance.pk]),
+        reverse("instance-power-panel", args=[*base, instance.pk]),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("role", EXPECTED)
+def test_every_instance_page_answers_each_role(client_for, project, instance, role):
+    client = client_for(role)
+    for url in page_urls(project, instance):
+        assert client.get(url).status_code in (EXPECTED[role], 286), url
+
+
+@pytest.mark.parametrize(
+    ("role", "status"), [("owner", 200), ("operator", 200), ("viewer", 403), ("outsider", 404)]
+)
+def test_the_create_form_needs_the_operator_role(client_for, project, subnet, role, status):
+    assert client_for(role).get(reverse("instance-new", args=[project.slug])).status_code == status
+
+
+def form_data(subnet, image, **overrides):
+    data = {
+        "name": "app-1", "zone": "local-1a", "run_strategy": "Manual", "vcpus": "2", "memory_gb": "2",
+        "root_image": str(image.pk), "root_size_gb": "1", "root_bus": "auto", "bootloader": "bios",
+        "user_data_mode": "default",
+        "disks-TOTAL_FORMS": "1", "disks-INITIAL_FORMS": "0", "disks-0-size_gb": "3", "disks-0-bus": "sata",
+        "nics-TOTAL_FORMS": "1", "nics-INITIAL_FORMS": "0", "nics-0-subnet": str(subnet.pk), "nics-0-model": "virtio",
+    }  # fmt: skip
+    data.update(overrides)
+    return data
+
+
+def test_the_create_form_makes_an_instance_and_goes_to_its_page(
+    client_for, operator, project, subnet
+):
+    image = ImageFactory()
+    response = client_for("operator").post(
+        reverse("instance-new", args=[project.slug]), form_data(subnet, image)
+    )
+    instance = Instance.objects.get(name="app-1")
+    assert response.status_code == 302 and response.url == reverse(
+        "instance-detail", args=[project.slug, instance.pk]
+    )
+    assert sorted(instance.disks.values_list("role", "size_gb", "bus")) == [
+        ("root", 1, "auto"),
+        ("secondary", 3, "sata"),
+    ]
+
+
+def test_a_service_error_is_shown_at_its_field_and_the_input_is_kept(
+    client_for, operator, project, subnet
+):
+    image = ImageFactory()
+    data = form_data(subnet, image, **{"nics-0-mac": "52-54-00-aa-bb-cc", "name": "keep-me"})
+    response = client_for("operator").post(reverse("instance-new", args=[project.slug]), data)
+    assert response.status_code == 200
+    text = response.text
+    assert (
+        'id="nics-0-mac-error">Use colon notation for MAC addresses: 52:54:00:aa:bb:cc, not 52-54-00-aa-bb-cc.'
+        in text
+    )
+    assert 'value="keep-me"' in text and 'value="52-54-00-aa-bb-cc"' in text
+    assert not Instance.objects.exists()
+
+
+def test_a_topology_error_is_shown_at_the_sockets_field(client_for, operator, project, subnet):
+    data = form_data(subnet, ImageFactory(), sockets="1", cores="1", threads="1")
+    text = client_for("operator").post(reverse("instance-new", args=[project.slug]), data).text
+    assert (
+        'id="sockets-error">sockets × cores × threads is 1 × 1 × 1 = 1, but the instance has 2 vCPU.'
+        in text
+    )
+
+
+def test_the_add_interface_button_returns_a_numbered_row(client_for, operator, project, subnet):
+    response = client_for("operator").get(
+        reverse("instance-form-row", args=[project.slug, "nics"]), {"index": "1"}
+    )
+    assert 'name="nics-1-subnet"' in response.text
+    assert (
+        'name="nics-TOTAL_FORMS" value="2"' in response.text
+        and 'hx-swap-oob="true"' in response.text
+    )
+
+
+def test_the_details_page_shows_buttons_from_the_allowed_actions(client_for, instance, project):
+    text = (
+        client_for("operator")
+        .get(reverse("instance-detail", args=[project.slug, instance.pk]))
+        .text
+    )
+    assert 'data-action="start">Start' in text
+    assert 'data-action="shutdown" disabled title="The instance is stopped."' in text
+    assert "Force Shutdown cuts the power at once" in text
+    viewer_text = (
+        client_for("viewer").get(reverse("instance-detail", args=[project.slug, instance.pk])).text
+    )
+    assert 'data-action="start" disabled title="Needs the operator role."' in viewer_text
+
+
+def test_power_actions_are_post_only(client_for, instance, project):
+    url = reverse("instance-power", args=[project.slug, instance.pk, "start"])
+    assert client_for("operator").get(url).status_code == 405
+    instance.refresh_from_db()
+    assert instance.power_state == PowerState.STOPPED
+
+
+def test_start_with_htmx_returns_the_polling_power_panel(client_for, instance, project):
+    url = reverse("instance-power", args=[project.slug, instance.pk, "start"])
+    response = client_for("operator").post(url, HTTP_HX_REQUEST="true")
+    assert 'id="power-panel"' in response.text and 'hx-trigger="every 1s"' in response.text
+    assert 'data-state="starting"' in response.text
+
+
+def test_a_viewer_pressing_start_gets_the_reason_and_nothing_changes(client_for, instance, project):
+    url = reverse("instance-power", args=[project.slug, instance.pk, "start"])
+    response = client_for("viewer").post(url, follow=True)
+    assert "Needs the operator role." in response.text
+    instance.refresh_from_db()
+    assert instance.power_state == PowerState.STOPPED
+    assert AuditEvent.objects.filter(action="instance.start", outcome="denied").exists()
+
+
+def test_polling_stops_once_the_state_is_terminal(client_for, instance, project):
+    response = client_for("viewer").get(
+        reverse("instance-power-panel", args=[project.slug, instance.pk])
+    )
+    assert response.status_code == 286 and "hx-trigger" not in response.text
+    Instance.objects.filter(pk=instance.pk).update(power_state=PowerState.STARTING)
+    response = client_for("viewer").get(
+        reverse("instance-power-panel", args=[project.slug, instance.pk])
+    )
+    assert response.status_code == 200 and 'hx-trigger="every 1s"' in response.text
+
+
+def test_only_admins_see_the_initial_password(client_for, instance, project):
+    url = reverse("instance-detail", args=[project.slug, instance.pk]) + "?tab=user-data"
+    assert instance.initial_password in client_for("owner").get(url).text
+    operator_text = client_for("operator").get(url).text
+    assert instance.initial_password not in operator_text and "••••••••" in operator_text
+
+
+def test_the_storage_tab_says_why_detach_is_disabled_while_running(client_for, instance, project):
+    Instance.objects.filter(pk=instance.pk).update(power_state=PowerState.RUNNING)
+    url = reverse("instance-detail", args=[project.slug, instance.pk]) + "?tab=storage"
+    assert (
+        "Stop the instance before detaching a persistent disk"
+        in client_for("operator").get(url).text
+    )
+
+
+def test_the_primary_link_toggle_asks_for_confirmation(client_for, instance, project):
+    url = reverse("instance-detail", args=[project.slug, instance.pk]) + "?tab=networking"
+    assert (
+        "eth0 is the primary interface: taking its link down"
+        in client_for("operator").get(url).text
+    )
+
+
+def test_a_disk_action_error_comes_back_as_a_message(client_for, instance, project):
+    disk = instance.disks.get()
+    url = reverse("instance-disk-action", args=[project.slug, instance.pk, "resize"])
+    response = client_for("operator").post(url, {"disk": disk.pk, "size_gb": "0"}, follow=True)
+    assert "Disks can only grow: enter more than the current 1 GB." in response.text
+
+
+def test_the_list_filters_and_searches(client_for, instance, project, operator, subnet):
+    instance_create(project=project, actor=operator, request=instance_request(subnet, name="db-1"))
+    url = reverse("instance-list", args=[project.slug])
+    text = client_for("viewer").get(url, {"q": "db"}).text
+    assert "db-1" in text and "web-1" not in text
+    assert (
+        "No instance matches these filters."
+        in client_for("viewer").get(url, {"state": "running"}).text
+    )
+
+
+def test_the_empty_list_explains_what_to_do(client_for, project, owner):
+    assert (
+        "Create the first instance"
+        in client_for("owner").get(reverse("instance-list", args=[project.slug])).text
+    )
+
+
+def test_subnet_page_shows_ipam_usage_and_creates_with_field_errors(client_for, instance, project):
+    client = client_for("owner")
+    url = reverse("subnet-list", args=[project.slug])
+    assert "1 of 253 addresses leased" in client.get(url).text
+    response = client.post(url, {"name": "x", "zone": "local-1a", "cidr_v4": "10.9.0.7/24"})
+    assert (
+        'id="cidr_v4-error">10.9.0.7/24 has host bits set; did you mean 10.9.0.0/24?'
+        in response.text
+    )
+
+
+def test_ssh_key_page_refuses_a_private_key_at_its_field(client_for, project, operator):
+    url = reverse("ssh-key-list", args=[project.slug])
+    response = client_for("operator").post(
+        url, {"name": "k", "public_key": "-----BEGIN OPENSSH PRIVATE KEY----- x"}
+    )
+    assert 'id="public_key-error">This is a private key.' in response.text
