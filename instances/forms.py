@@ -3,7 +3,7 @@
 
 from django import forms
 from django.core.exceptions import ValidationError
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 
 from instances.choices import (
     MEMORY_GB_CHOICES,
@@ -20,7 +20,7 @@ from instances.choices import (
 from instances.models import Image, Project, SSHKey, Subnet
 
 
-def images_for(project: Project, *kinds: str) -> "forms.QuerySet[Image]":
+def images_for(project: Project, *kinds: str) -> QuerySet[Image]:
     return Image.objects.filter(Q(project=project) | Q(project=None), kind__in=kinds)
 
 
@@ -48,7 +48,9 @@ class InstanceForm(forms.Form):
     cores = forms.IntegerField(required=False, min_value=1, max_value=32)
     threads = forms.IntegerField(required=False, min_value=1, max_value=32)
     # Storage
-    root_image = forms.ModelChoiceField(queryset=Image.objects.none(), label="Root disk image")
+    root_image = forms.ModelChoiceField(
+        queryset=Image.objects.none(), label="Root disk image", empty_label=None
+    )
     root_size_gb = forms.IntegerField(label="Root disk size (GB)", min_value=1, initial=1)
     root_bus = forms.ChoiceField(
         label="Root disk bus", choices=DiskBus.choices, initial=DiskBus.AUTO
@@ -87,7 +89,7 @@ class DiskRowForm(forms.Form):
 
 
 class NicRowForm(forms.Form):
-    subnet = forms.ModelChoiceField(queryset=Subnet.objects.none())
+    subnet = forms.ModelChoiceField(queryset=Subnet.objects.none(), empty_label=None)
     ipv4 = forms.CharField(label="Static IPv4", required=False, help_text="Empty: automatic (IPAM)")
     ipv6 = forms.CharField(label="Static IPv6", required=False)
     mac = forms.CharField(label="Static MAC", required=False, help_text="e.g. 52:54:00:12:34:56")

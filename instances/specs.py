@@ -34,6 +34,13 @@ def disk_spec(disk: Disk) -> DiskSpec:
     )
 
 
+def _kernel_file(disks: tuple[DiskSpec, ...], nics: tuple[NicSpec, ...]) -> str:
+    """The demo image's small cloud kernel has no SATA/AHCI or e1000 drivers; the generic
+    kernel beside it has them all."""
+    legacy = any(d.bus == DiskBus.SATA for d in disks) or any(n.model == "e1000" for n in nics)
+    return "vmlinuz-generic" if legacy else "vmlinuz"
+
+
 def machine_spec(instance: Instance) -> MachineSpec:
     disks = sorted(
         instance.disks.select_related("image").all(),
@@ -48,6 +55,17 @@ def machine_spec(instance: Instance) -> MachineSpec:
         None,
     )
     sockets, cores, threads = instance.topology
+    disk_specs = tuple(disk_spec(d) for d in disks)
+    nic_specs = tuple(
+        NicSpec(
+            name=nic.name,
+            mac=nic.mac,
+            model=nic.model,
+            link_up=nic.link_desired == LinkState.UP,
+            network=nic.subnet.segment,
+        )
+        for nic in instance.nics.select_related("subnet").order_by("index")
+    )
     return MachineSpec(
         id=instance.machine_id,
         name=instance.name,
@@ -62,19 +80,10 @@ def machine_spec(instance: Instance) -> MachineSpec:
             persistent_efi=instance.persistent_efi,
             vtpm=instance.vtpm,
         ),
-        disks=tuple(disk_spec(d) for d in disks),
-        nics=tuple(
-            NicSpec(
-                name=nic.name,
-                mac=nic.mac,
-                model=nic.model,
-                link_up=nic.link_desired == LinkState.UP,
-                network=nic.subnet.segment,
-            )
-            for nic in instance.nics.select_related("subnet").order_by("index")
-        ),
+        disks=disk_specs,
+        nics=nic_specs,
         seed=seed_for(instance),
-        kernel=kernel_image.file / "vmlinuz" if kernel_image else None,
+        kernel=kernel_image.file / _kernel_file(disk_specs, nic_specs) if kernel_image else None,
         initrd=kernel_image.file / "initrd.img" if kernel_image else None,
         kernel_cmdline="console=ttyS0" if kernel_image else "",
     )

@@ -1,5 +1,11 @@
 """Shared fixtures: a project with an owner (admin), an operator, a viewer and an outsider."""
 
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
 import pytest
 from django.test import Client
 
@@ -62,7 +68,29 @@ def client_for(request):
 
 
 @pytest.fixture(scope="session")
-def celery_worker_process(django_db_setup, tmp_path_factory):
+def machines_root():
+    """A short private folder for machine run folders, and a private network namespace, for
+    this test run and its worker; every machine left running is stopped at the end."""
+    from django.conf import settings
+
+    from instances.backends import backend_named
+
+    root = Path(tempfile.mkdtemp(prefix="zq", dir="/tmp"))
+    netns = f"zt{os.getpid()}"
+    os.environ["ZOPDAY_MACHINES_DIR"], os.environ["ZOPDAY_NETNS"] = str(root), netns
+    settings.ZOPDAY_MACHINES_DIR, settings.ZOPDAY_NETNS = root, netns
+    backend_named.cache_clear()
+    yield root
+    backend = backend_named("qemu")
+    for machine_id in backend.running_machines():
+        backend.force_stop(machine_id)
+    backend_named.cache_clear()
+    subprocess.run(["ip", "netns", "delete", netns], capture_output=True)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def celery_worker_process(django_db_setup, machines_root, tmp_path_factory):
     """A real Celery worker on the real Redis, reading the test database."""
     from tests.services import start_celery_worker, stop
 

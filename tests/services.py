@@ -22,13 +22,13 @@ def database_url_for_children() -> str:
 
 
 def start_celery_worker(log_path: Path) -> subprocess.Popen:
-    """A real worker process (solo pool) on this host's queues; returns once it answers a ping."""
+    """A real worker process (4 threads) on this host's queues; returns once it answers a ping."""
     from zopday.celery import app
 
     env = {**os.environ, "DATABASE_URL": database_url_for_children(), "PYTHONUNBUFFERED": "1"}
     queues = f"celery,host.{settings.ZOPDAY_HOST}"
     process = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "zopday", "worker", "--pool", "solo",
+        [sys.executable, "-m", "celery", "-A", "zopday", "worker", "--pool", "threads", "-c", "4",
          "--loglevel", "INFO", "-Q", queues, "--without-gossip", "--without-mingle"],
         cwd=ROOT, env=env, stdout=log_path.open("w"), stderr=subprocess.STDOUT,
     )  # fmt: skip

@@ -13,10 +13,11 @@ def backend_named(name: str) -> Backend:
         from instances.backends.qemu import QemuBackend
 
         return QemuBackend(
-            settings.RUN_DIR / "machines",
+            settings.ZOPDAY_MACHINES_DIR,
             images=settings.ZOPDAY_IMAGES_DIR,
             accel=settings.ZOPDAY_QEMU_ACCEL,
             network_mode=settings.ZOPDAY_NETWORK_MODE,
+            namespace=settings.ZOPDAY_NETNS,
         )
     raise BackendError(f"There is no backend called {name!r}.")
 

@@ -155,7 +155,10 @@ class Backend(Protocol):
         """The unix socket of a console kind: "serial", "vnc" or "exec"."""
 
     def undefine(self, machine_id: str) -> None:
-        """Remove everything define() made; the machine must be stopped."""
+        """Remove everything define() made except disks; the machine must be stopped."""
+
+    def delete_disk(self, disk_name: str) -> None:
+        """Remove a disk's storage; the disk must be detached or its machine stopped."""
 
     def running_machines(self) -> list[str]:
         """Ids of machines whose processes run on this host (for adoption after a restart)."""

@@ -11,7 +11,7 @@ class Project(models.Model):
     name = models.CharField(max_length=100)
     description = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
-    members: "models.ManyToManyField" = models.ManyToManyField(
+    members = models.ManyToManyField(  # type: ignore[var-annotated]
         settings.AUTH_USER_MODEL, through="Membership", related_name="projects"
     )
 

@@ -4,7 +4,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.db.models import Count, Q
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
@@ -12,12 +12,13 @@ from instances.access import project_for_user, ssh_key_for_user, subnet_for_user
 from instances.choices import Role
 from instances.errors import ActionRefused
 from instances.forms import SSHKeyForm, SubnetForm, apply_errors
+from instances.http import AuthedRequest
 from instances.models import Image
 from instances.services import keys, network
 
 
 @login_required
-def subnet_list(request: HttpRequest, project_slug: str) -> HttpResponse:
+def subnet_list(request: AuthedRequest, project_slug: str) -> HttpResponse:
     project, role = project_for_user(request.user, project_slug)
     form = SubnetForm(request.POST or None)
     if request.method == "POST":
@@ -50,7 +51,7 @@ def subnet_list(request: HttpRequest, project_slug: str) -> HttpResponse:
 
 @require_POST
 @login_required
-def subnet_delete(request: HttpRequest, project_slug: str, pk: int) -> HttpResponse:
+def subnet_delete(request: AuthedRequest, project_slug: str, pk: int) -> HttpResponse:
     subnet, _ = subnet_for_user(request.user, project_slug, pk, Role.ADMIN)
     try:
         network.subnet_delete(subnet=subnet, actor=request.user)
@@ -62,7 +63,7 @@ def subnet_delete(request: HttpRequest, project_slug: str, pk: int) -> HttpRespo
 
 
 @login_required
-def ssh_key_list(request: HttpRequest, project_slug: str) -> HttpResponse:
+def ssh_key_list(request: AuthedRequest, project_slug: str) -> HttpResponse:
     project, role = project_for_user(request.user, project_slug)
     form = SSHKeyForm(request.POST or None)
     if request.method == "POST":
@@ -82,7 +83,7 @@ def ssh_key_list(request: HttpRequest, project_slug: str) -> HttpResponse:
 
 @require_POST
 @login_required
-def ssh_key_delete(request: HttpRequest, project_slug: str, pk: int) -> HttpResponse:
+def ssh_key_delete(request: AuthedRequest, project_slug: str, pk: int) -> HttpResponse:
     key, _ = ssh_key_for_user(request.user, project_slug, pk, Role.OPERATOR)
     keys.ssh_key_remove(key=key, actor=request.user)
     messages.success(request, f"Key {key.name} removed.")
@@ -90,7 +91,7 @@ def ssh_key_delete(request: HttpRequest, project_slug: str, pk: int) -> HttpResp
 
 
 @login_required
-def image_list(request: HttpRequest, project_slug: str) -> HttpResponse:
+def image_list(request: AuthedRequest, project_slug: str) -> HttpResponse:
     project, role = project_for_user(request.user, project_slug)
     images = Image.objects.filter(Q(project=project) | Q(project=None)).select_related("project")
     return render(

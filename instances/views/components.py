@@ -6,20 +6,21 @@ from collections.abc import Callable
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_POST
 
 from instances.access import instance_for_user
 from instances.errors import ActionRefused
 from instances.forms import images_for
+from instances.http import AuthedRequest
 from instances.models import ElasticIP, Instance
 from instances.services import network, storage
 from instances.views.instances import back_to_detail
 
 
 def _run(
-    request: HttpRequest, instance: Instance, tab: str, done: str, call: Callable[[], object]
+    request: AuthedRequest, instance: Instance, tab: str, done: str, call: Callable[[], object]
 ) -> HttpResponse:
     try:
         call()
@@ -32,7 +33,7 @@ def _run(
     return back_to_detail(request, instance, tab)
 
 
-def _int(request: HttpRequest, name: str) -> int:
+def _int(request: AuthedRequest, name: str) -> int:
     try:
         return int(request.POST.get(name, ""))
     except ValueError:
@@ -41,7 +42,7 @@ def _int(request: HttpRequest, name: str) -> int:
 
 @require_POST
 @login_required
-def disk_action(request: HttpRequest, project_slug: str, pk: int, action: str) -> HttpResponse:
+def disk_action(request: AuthedRequest, project_slug: str, pk: int, action: str) -> HttpResponse:
     instance, _ = instance_for_user(request.user, project_slug, pk)
     disks = instance.project.disks
     user = request.user
@@ -94,7 +95,7 @@ def disk_action(request: HttpRequest, project_slug: str, pk: int, action: str) -
 
 @require_POST
 @login_required
-def nic_action(request: HttpRequest, project_slug: str, pk: int, action: str) -> HttpResponse:
+def nic_action(request: AuthedRequest, project_slug: str, pk: int, action: str) -> HttpResponse:
     instance, _ = instance_for_user(request.user, project_slug, pk)
     user = request.user
 

@@ -1,11 +1,14 @@
 """The instance list, the create form and the details page with its power buttons."""
 
+from dataclasses import dataclass
+
+from django import forms
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -25,6 +28,7 @@ from instances.choices import (
 from instances.cloudinit import user_data
 from instances.errors import ActionRefused
 from instances.forms import DiskFormSet, InstanceForm, NicFormSet, apply_errors, images_for
+from instances.http import AuthedRequest
 from instances.models import Instance
 from instances.services import power
 from instances.services.instances import (
@@ -40,8 +44,44 @@ PAGE_SIZE = 50
 TABS = ("overview", "storage", "networking", "user-data", "events")
 
 
+@dataclass(frozen=True)
+class InstanceRow:
+    """What one list row shows, computed once in Python: the template only prints it."""
+
+    pk: int
+    name: str
+    url: str
+    row_url: str
+    state: str
+    state_label: str
+    transitional: bool
+    zone: str
+    size: str
+    addresses: tuple[tuple[str, str], ...]
+    run_strategy: str
+
+    @classmethod
+    def of(cls, instance: Instance, project_slug: str) -> "InstanceRow":
+        url = reverse("instance-detail", args=[project_slug, instance.pk])
+        return cls(
+            pk=instance.pk,
+            name=instance.name,
+            url=url,
+            row_url=url + "row/",
+            state=instance.power_state,
+            state_label=instance.get_power_state_display(),
+            transitional=instance.is_transitional,
+            zone=instance.zone,
+            size=f"{instance.vcpus} vCPU · {instance.memory_gb} GB",
+            addresses=tuple(
+                (nic.ipv4 or nic.ipv6 or "-", nic.subnet.name) for nic in instance.nics.all()
+            ),
+            run_strategy=instance.run_strategy,
+        )
+
+
 @login_required
-def instance_list(request: HttpRequest, project_slug: str) -> HttpResponse:
+def instance_list(request: AuthedRequest, project_slug: str) -> HttpResponse:
     project, role = project_for_user(request.user, project_slug)
     filters = {key: request.GET.get(key, "").strip() for key in ("state", "zone", "subnet", "q")}
     page = Paginator(selectors.instance_list(project, **filters), PAGE_SIZE).get_page(
@@ -51,6 +91,7 @@ def instance_list(request: HttpRequest, project_slug: str) -> HttpResponse:
         "project": project,
         "role": role,
         "page": page,
+        "rows": [InstanceRow.of(instance, project.slug) for instance in page.object_list],
         "filters": filters,
         "states": PowerState.choices,
         "subnets": project.subnets.all(),
@@ -64,13 +105,13 @@ def instance_list(request: HttpRequest, project_slug: str) -> HttpResponse:
 
 
 @login_required
-def instance_row(request: HttpRequest, project_slug: str, pk: int) -> HttpResponse:
+def instance_row(request: AuthedRequest, project_slug: str, pk: int) -> HttpResponse:
     """One list row, polled while the instance is in a transitional state."""
     instance, _ = instance_for_user(request.user, project_slug, pk)
     response = render(
         request,
         "instances/instance_list.html#instance-row",
-        {"instance": instance, "project": instance.project},
+        {"row": InstanceRow.of(instance, project_slug)},
     )
     return _stop_polling_when_settled(instance, response)
 
@@ -82,7 +123,7 @@ def _stop_polling_when_settled(instance: Instance, response: HttpResponse) -> Ht
 
 
 @login_required
-def instance_new(request: HttpRequest, project_slug: str) -> HttpResponse:
+def instance_new(request: AuthedRequest, project_slug: str) -> HttpResponse:
     project, role = project_for_user(request.user, project_slug, Role.OPERATOR)
     data = request.POST if request.method == "POST" else None
     form = InstanceForm(data, project=project)
@@ -104,7 +145,9 @@ def instance_new(request: HttpRequest, project_slug: str) -> HttpResponse:
     return render(request, "instances/instance_new.html", context)
 
 
-def _instance_request(form: InstanceForm, disks: DiskFormSet, nics: NicFormSet) -> InstanceRequest:
+def _instance_request(
+    form: InstanceForm, disks: forms.BaseFormSet, nics: forms.BaseFormSet
+) -> InstanceRequest:
     data = form.cleaned_data
     extra_disks = [
         DiskRequest(size_gb=row["size_gb"], bus=row["bus"], name=row.get("name", ""))
@@ -140,10 +183,11 @@ def _instance_request(form: InstanceForm, disks: DiskFormSet, nics: NicFormSet) 
 
 
 @login_required
-def instance_form_row(request: HttpRequest, project_slug: str, kind: str) -> HttpResponse:
+def instance_form_row(request: AuthedRequest, project_slug: str, kind: str) -> HttpResponse:
     """An empty disk or NIC row for the create form ("Add disk", "Add interface")."""
     project, _ = project_for_user(request.user, project_slug, Role.OPERATOR)
     index = int(request.GET.get("index", "0") or 0)
+    formset: forms.BaseFormSet
     if kind == "nics":
         formset = NicFormSet(prefix="nics", form_kwargs={"project": project})
     else:
@@ -158,7 +202,7 @@ def instance_form_row(request: HttpRequest, project_slug: str, kind: str) -> Htt
 
 
 @login_required
-def instance_detail(request: HttpRequest, project_slug: str, pk: int) -> HttpResponse:
+def instance_detail(request: AuthedRequest, project_slug: str, pk: int) -> HttpResponse:
     instance, role = instance_for_user(request.user, project_slug, pk)
     tab = request.GET.get("tab", "overview")
     if tab not in TABS:
@@ -222,7 +266,7 @@ def detail_context(instance: Instance, role: Role, tab: str) -> dict[str, object
 
 
 @login_required
-def instance_power_panel(request: HttpRequest, project_slug: str, pk: int) -> HttpResponse:
+def instance_power_panel(request: AuthedRequest, project_slug: str, pk: int) -> HttpResponse:
     """The state badge and power buttons, polled while the state is transitional."""
     instance, role = instance_for_user(request.user, project_slug, pk)
     response = render(
@@ -243,7 +287,7 @@ POWER_SERVICES = {
 
 @require_POST
 @login_required
-def instance_power(request: HttpRequest, project_slug: str, pk: int, action: str) -> HttpResponse:
+def instance_power(request: AuthedRequest, project_slug: str, pk: int, action: str) -> HttpResponse:
     instance, role = instance_for_user(request.user, project_slug, pk)
     service = POWER_SERVICES.get(action)
     if service is None:
@@ -264,7 +308,7 @@ def instance_power(request: HttpRequest, project_slug: str, pk: int, action: str
 
 @require_POST
 @login_required
-def instance_run_strategy(request: HttpRequest, project_slug: str, pk: int) -> HttpResponse:
+def instance_run_strategy(request: AuthedRequest, project_slug: str, pk: int) -> HttpResponse:
     instance, _ = instance_for_user(request.user, project_slug, pk)
     try:
         instance_set_run_strategy(
@@ -281,7 +325,7 @@ def instance_run_strategy(request: HttpRequest, project_slug: str, pk: int) -> H
 
 @require_POST
 @login_required
-def instance_delete_view(request: HttpRequest, project_slug: str, pk: int) -> HttpResponse:
+def instance_delete_view(request: AuthedRequest, project_slug: str, pk: int) -> HttpResponse:
     instance, _ = instance_for_user(request.user, project_slug, pk)
     try:
         instance_delete(instance=instance, actor=request.user)
@@ -293,7 +337,7 @@ def instance_delete_view(request: HttpRequest, project_slug: str, pk: int) -> Ht
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
 
-def back_to_detail(request: HttpRequest, instance: Instance, tab: str = "") -> HttpResponse:
+def back_to_detail(request: AuthedRequest, instance: Instance, tab: str = "") -> HttpResponse:
     url = reverse("instance-detail", args=[instance.project.slug, instance.pk])
     if tab:
         url += f"?tab={tab}"

@@ -1,14 +1,15 @@
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 
 from instances import selectors
 from instances.access import project_for_user
+from instances.http import AuthedRequest
 
 
 @login_required
-def home(request: HttpRequest) -> HttpResponse:
+def home(request: AuthedRequest) -> HttpResponse:
     """Go straight to the user's project when they have one; otherwise list them."""
     projects = list(selectors.projects_for_user(request.user))
     if len(projects) == 1:
@@ -17,7 +18,7 @@ def home(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-def project_overview(request: HttpRequest, project_slug: str) -> HttpResponse:
+def project_overview(request: AuthedRequest, project_slug: str) -> HttpResponse:
     project, role = project_for_user(request.user, project_slug)
     return render(
         request,
@@ -32,7 +33,7 @@ def project_overview(request: HttpRequest, project_slug: str) -> HttpResponse:
 
 
 @login_required
-def project_events(request: HttpRequest, project_slug: str) -> HttpResponse:
+def project_events(request: AuthedRequest, project_slug: str) -> HttpResponse:
     project, role = project_for_user(request.user, project_slug)
     page = Paginator(selectors.project_audit_events(project), 50).get_page(request.GET.get("page"))
     return render(

@@ -5,6 +5,7 @@ import secrets
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
 from django.core.management.base import BaseCommand
 
 from instances.choices import ImageKind, Role
@@ -49,7 +50,7 @@ class Command(BaseCommand):
             + ", ".join(f"{name} ({role.label.lower()})" for name, role in DEMO_MEMBERS.items())
         )
 
-    def _seed_instance(self, project: Project, admin: object) -> None:
+    def _seed_instance(self, project: Project, admin: AbstractBaseUser) -> None:
         image, _ = Image.objects.get_or_create(
             name="ZopDay demo guest",
             project=None,

@@ -1,0 +1,213 @@
+"""A client for the QEMU guest agent (qemu-ga) behind the machine's `qga.sock`.
+
+The agent speaks newline-delimited JSON over a virtio-serial port. The host end of that port is a
+plain byte stream: replies to an earlier client that gave up may still be in it, and the agent's
+parser may hold half a command. Every session therefore starts with 0xFF (which resets the agent's
+parser) and `guest-sync-delimited` with a random id, and drops everything up to the matching reply.
+"""
+
+import base64
+import json
+import random
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from instances.backends.base import BackendError, GuestFacts, GuestInterface
+
+SENTINEL = b"\xff"
+
+
+class GuestAgent:
+    """One machine's guest agent; each method opens its own short session."""
+
+    def __init__(self, socket_path: Path, *, timeout: float = 5.0) -> None:
+        self.socket_path = socket_path
+        self.timeout = timeout
+
+    def call(self, command: str, arguments: dict[str, Any] | None = None) -> Any:
+        with _Session(self.socket_path, self.timeout) as session:
+            return session.call(command, arguments)
+
+    def ping(self) -> None:
+        self.call("guest-ping")
+
+    def facts(self) -> GuestFacts:
+        """Hostname and interfaces are required; memory and filesystems are best effort (an
+        agent may have guest-exec or guest-get-fsinfo disabled, a guest may lack `cat`)."""
+        with _Session(self.socket_path, self.timeout) as session:
+            hostname = session.call("guest-get-host-name")["host-name"]
+            interfaces = _interfaces(session.call("guest-network-get-interfaces"))
+            try:
+                filesystems = _filesystems(session.call("guest-get-fsinfo"))
+            except BackendError:
+                filesystems = ()
+            try:
+                # guest-get-memory-block-info only gives the block size: read /proc/meminfo
+                memory = _meminfo(session.execute(["cat", "/proc/meminfo"], self.timeout)[1])
+            except BackendError:
+                memory = {}
+        return GuestFacts(
+            hostname=hostname,
+            interfaces=interfaces,
+            memory_total_kb=memory.get("MemTotal", 0),
+            memory_available_kb=memory.get("MemAvailable", 0),
+            filesystems=filesystems,
+        )
+
+    def freeze(self) -> int:
+        """Freeze the guest's filesystems; the number frozen."""
+        return int(self.call("guest-fsfreeze-freeze"))
+
+    def thaw(self) -> int:
+        return int(self.call("guest-fsfreeze-thaw"))
+
+    def freeze_status(self) -> str:
+        """ "thawed" or "frozen"."""
+        return str(self.call("guest-fsfreeze-status"))
+
+    def execute(self, argv: list[str], timeout: float = 10) -> tuple[int, str]:
+        """Run argv in the guest (PATH is searched); exit code and stdout+stderr."""
+        with _Session(self.socket_path, self.timeout) as session:
+            return session.execute(argv, timeout)
+
+
+class _Session:
+    def __init__(self, socket_path: Path, timeout: float) -> None:
+        self.socket_path = socket_path
+        self.timeout = timeout
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.buffer = b""
+
+    def __enter__(self) -> "_Session":
+        self.sock.settimeout(self.timeout)
+        try:
+            self.sock.connect(str(self.socket_path))
+        except OSError as error:
+            self.sock.close()
+            raise BackendError(
+                f"The guest agent socket is not available ({error.strerror or error}).",
+                retryable=True,
+            ) from error
+        self._sync()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.sock.close()
+
+    def call(self, command: str, arguments: dict[str, Any] | None = None) -> Any:
+        message: dict[str, Any] = {"execute": command}
+        if arguments:
+            message["arguments"] = arguments
+        self._send(json.dumps(message).encode() + b"\n")
+        reply = json.loads(self._read_line(command))
+        if "error" in reply:
+            raise BackendError(f"The guest agent refused {command}: {reply['error'].get('desc')}")
+        return reply.get("return")
+
+    def execute(self, argv: list[str], timeout: float) -> tuple[int, str]:
+        if not argv:
+            raise BackendError("Nothing to run: the command is empty.")
+        pid = self.call("guest-exec", {"path": argv[0], "arg": argv[1:], "capture-output": True})[
+            "pid"
+        ]
+        deadline = time.monotonic() + timeout
+        while True:
+            status = self.call("guest-exec-status", {"pid": pid})
+            if status["exited"]:
+                output = b"".join(
+                    base64.b64decode(status.get(key, "")) for key in ("out-data", "err-data")
+                )
+                # a command killed by a signal has no exit code: report -signal, like subprocess
+                code = status["exitcode"] if "exitcode" in status else -status.get("signal", 1)
+                return int(code), output.decode(errors="replace")
+            if time.monotonic() > deadline:
+                raise BackendError(f"{argv[0]} did not finish within {timeout:g} s in the guest.")
+            time.sleep(0.1)
+
+    def _sync(self) -> None:
+        token = random.randrange(1, 2**31)
+        sync = {"execute": "guest-sync-delimited", "arguments": {"id": token}}
+        self._send(SENTINEL + json.dumps(sync).encode() + b"\n")
+        while True:
+            # the reply to the sync is the first thing after a 0xFF; older lines are dropped
+            while SENTINEL not in self.buffer:
+                self.buffer = b""
+                self._receive("guest-sync-delimited")
+            self.buffer = self.buffer.split(SENTINEL, 1)[1]
+            line = self._read_line("guest-sync-delimited")
+            try:
+                if json.loads(line).get("return") == token:
+                    return
+            except ValueError:
+                continue
+
+    def _send(self, data: bytes) -> None:
+        try:
+            self.sock.sendall(data)
+        except OSError as error:
+            raise BackendError(
+                f"The guest agent connection failed ({error}).", retryable=True
+            ) from error
+
+    def _read_line(self, command: str) -> bytes:
+        while b"\n" not in self.buffer:
+            self._receive(command)
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return line
+
+    def _receive(self, command: str) -> None:
+        try:
+            chunk = self.sock.recv(65536)
+        except TimeoutError as error:
+            raise BackendError(
+                f"The guest agent did not answer {command} within {self.timeout:g} s "
+                "(is qemu-ga running in the guest?).",
+                retryable=True,
+            ) from error
+        except OSError as error:
+            raise BackendError(
+                f"The guest agent connection failed ({error}).", retryable=True
+            ) from error
+        if not chunk:
+            raise BackendError("The guest agent closed the connection.", retryable=True)
+        self.buffer += chunk
+
+
+def _interfaces(reply: list[dict[str, Any]]) -> tuple[GuestInterface, ...]:
+    return tuple(
+        GuestInterface(
+            name=entry["name"],
+            mac=entry.get("hardware-address", ""),
+            addresses=tuple(
+                f"{address['ip-address']}/{address['prefix']}"
+                for address in entry.get("ip-addresses", [])
+            ),
+        )
+        for entry in reply
+        if entry["name"] != "lo"
+    )
+
+
+def _filesystems(reply: list[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
+    return tuple(
+        {
+            "mountpoint": entry.get("mountpoint", ""),
+            "type": entry.get("type", ""),
+            "device": entry.get("name", ""),
+            "total_bytes": entry.get("total-bytes"),
+            "used_bytes": entry.get("used-bytes"),
+        }
+        for entry in reply
+    )
+
+
+def _meminfo(text: str) -> dict[str, int]:
+    values = {}
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        fields = rest.split()
+        if fields and fields[0].isdigit():
+            values[key] = int(fields[0])
+    return values

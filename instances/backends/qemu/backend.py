@@ -1,0 +1,546 @@
+"""The QEMU backend: each machine is a daemonized QEMU process controlled over QMP.
+
+Everything a machine has lives in its run folder (`root/<machine id>/`, see run_folder.py), so a
+fresh backend object, in a restarted worker or another process, finds running machines again.
+
+How a machine's status is read (status() and every action start from it):
+1. The pid file names a live QEMU (its command line names our run folder): ask QMP query-status.
+   - "running" (or paused, starting, ...) -> RUNNING, with boots and links.
+   - "shutdown": the guest powered off (QEMU stays thanks to -no-shutdown). The backend quits that
+     QEMU and records the exit: REQUESTED if shutdown()/force_stop() asked for a stop since the
+     start (they write a marker first), else GUEST_POWEROFF.
+   - "guest-panicked" (pvpanic) or "internal-error": quit and record CRASHED.
+2. No live process: the recorded exit kind; without one, REQUESTED if a stop was asked for, CRASHED
+   if the machine had been launched (killed, or QEMU died), NONE if it never was.
+Reading the status is lock-free and its side effects are idempotent; actions that change the
+process hold the run folder's lock.
+
+boots counts the resets of the current run: the kernel banners QEMU recorded in serial.log since the
+start (a banner is the kernel's first line, stamped 0.000000) minus the first one, and at least the
+system_resets asked through restart(). Nothing listens for QMP RESET events between calls.
+
+links are what the backend set (the spec at start, then set_link): QEMU cannot be asked for them.
+"""
+
+import contextlib
+import dataclasses
+import re
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from instances.backends.base import (
+    BackendError,
+    DiskSpec,
+    ExitKind,
+    GuestFacts,
+    MachineSpec,
+    MachineStatus,
+    Power,
+)
+
+from . import process
+from .agent import GuestAgent
+from .cmdline import ACCELERATORS, LaunchOptions, build_argv, node_name
+from .firmware import OVMF_DIR, firmware_for, prepare_vars
+from .images import GIB, QemuImg
+from .network import BridgedNetworks
+from .qmp import CommandRefused, Monitor
+from .run_folder import RunFolder, Runtime, disk_store
+from .seed import write_seed_iso
+from .tpm import Swtpm
+
+NETWORK_MODES = ("auto", "bridge", "user")
+MACHINE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+KERNEL_BANNER = re.compile(rb"\[\s*0\.0+\] Linux version ")
+MAX_SOCKET_PATH = 107  # sun_path is 108 bytes with the final NUL
+STOPPED_STATES = {"shutdown", "guest-panicked", "internal-error"}
+
+
+class QemuBackend:
+    """Machines as local QEMU processes.
+
+    root: the folder of run folders (keep it short: unix socket paths must stay under 108 bytes).
+    images: where relative kernel, initrd and disk image paths of a spec are looked up.
+    accel: "tcg" (default: KVM guests hang on some hosts), "kvm", or "kvm:tcg" (KVM if usable).
+    network_mode: "bridge" (real L2 segments in a network namespace; needs root), "user" (QEMU
+    user-mode networking, no traffic between guests) or "auto" (bridge when root). The resolved
+    mode is `network_mode`, for the UI to state.
+    namespace: the network namespace the product owns in bridge mode.
+    """
+
+    name = "qemu"
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        images: Path | None = None,
+        qemu_binary: str = "qemu-system-x86_64",
+        accel: str = "tcg",
+        network_mode: str = "auto",
+        namespace: str = "zopday",
+        qemu_img: str = "qemu-img",
+        swtpm: str = "swtpm",
+        ovmf_dir: Path = OVMF_DIR,
+        monitor_timeout: float = 10.0,
+        agent_timeout: float = 5.0,
+    ) -> None:
+        if accel not in ACCELERATORS:
+            raise ValueError(f"accel must be one of {ACCELERATORS}, not {accel!r}")
+        if network_mode not in NETWORK_MODES:
+            raise ValueError(f"network_mode must be one of {NETWORK_MODES}, not {network_mode!r}")
+        # absolute: QEMU and swtpm change to / when they daemonize
+        self.root = Path(root).absolute()
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.images = Path(images).absolute() if images is not None else None
+        self.qemu_binary = qemu_binary
+        self.accel = accel
+        self.ovmf_dir = ovmf_dir
+        self.monitor_timeout = monitor_timeout
+        self.agent_timeout = agent_timeout
+        self.qemu_img = QemuImg(qemu_img)
+        self.swtpm = Swtpm(swtpm)
+        if network_mode == "auto":
+            network_mode = "bridge" if BridgedNetworks.available() else "user"
+        elif network_mode == "bridge" and not BridgedNetworks.available():
+            raise ValueError("bridge networking needs root and iproute2 (ip)")
+        self.network_mode = network_mode
+        self.networks = BridgedNetworks(namespace, self.root / ".network.lock")
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+
+    def define(self, spec: MachineSpec) -> None:
+        spec = self._resolve(spec)
+        for path in (spec.kernel, spec.initrd):
+            if path is not None and not path.is_file():
+                raise BackendError(f"The boot file {path} does not exist.")
+        for disk in spec.disks:
+            if disk.role == "cdrom" and disk.source is not None and not disk.source.is_file():
+                raise BackendError(f"The ISO {disk.source} of {disk.name} does not exist.")
+        run = self._run_folder(spec.id)
+        run.create()
+        for disk in spec.disks:
+            self._create_disk(run, disk)
+        if spec.seed is not None:
+            write_seed_iso(spec.seed, run.seed_iso)
+        firmware = firmware_for(spec.firmware, self.ovmf_dir)
+        if firmware is not None:
+            prepare_vars(run, firmware, persistent=True)
+
+    def start(self, spec: MachineSpec) -> None:
+        """Launch QEMU (detached: it outlives the caller); a running machine is left alone."""
+        spec = self._resolve(spec)
+        run = self._run_folder(spec.id)
+        with run.lock():
+            if self._settle(run).power is Power.RUNNING:
+                return
+            self.define(spec)
+            if shutil.which(self.qemu_binary) is None:
+                raise BackendError(
+                    f"{self.qemu_binary} is not installed (apt-get install qemu-system-x86)."
+                )
+            firmware = firmware_for(spec.firmware, self.ovmf_dir)
+            if firmware is not None:
+                prepare_vars(run, firmware, persistent=spec.firmware.persistent_efi)
+            taps: dict[str, tuple[str, str]] = {}
+            try:
+                if spec.firmware.vtpm:
+                    self.swtpm.start(run)
+                taps = self._plug_nics(spec)
+                options = LaunchOptions(
+                    qemu_binary=self.qemu_binary,
+                    accel=self.accel,
+                    firmware=firmware,
+                    taps={nic: tap for nic, (tap, _) in taps.items()},
+                )
+                argv = build_argv(spec, run, options)
+                if taps:
+                    argv = self.networks.exec_prefix() + argv
+                serial_offset = run.serial_log.stat().st_size if run.serial_log.exists() else 0
+                run.qemu_pidfile.unlink(missing_ok=True)
+                process.run_daemon(argv, run.qemu_log, what="QEMU")
+                pid = process.read_pidfile(run.qemu_pidfile)
+                if pid is None:
+                    raise BackendError("QEMU started but wrote no pid file.")
+            except BaseException:
+                self._release(run, taps)
+                raise
+            links = {nic.name: nic.link_up for nic in spec.nics}
+            run.begin_start(pid, Runtime(links=links, taps=taps, serial_offset=serial_offset))
+            down = [("set_link", {"name": nic, "up": False}) for nic, up in links.items() if not up]
+            if down:
+                self._monitor(run).execute_all(down)
+
+    def shutdown(self, machine_id: str) -> None:
+        """Press the ACPI power button; the guest decides. The stop reads REQUESTED afterwards."""
+        run = self._run_folder(machine_id)
+        with run.lock():
+            if self._settle(run).power is Power.STOPPED:
+                return
+            run.mark_stop_requested()
+            self._monitor(run).execute("system_powerdown")
+
+    def force_stop(self, machine_id: str) -> None:
+        """QMP quit (SIGKILL if QEMU lingers); returns once the process is gone."""
+        run = self._run_folder(machine_id)
+        with run.lock():
+            status = self._settle(run)
+            if status.power is Power.STOPPED or status.pid is None:
+                return
+            run.mark_stop_requested()
+            self._quit(run, status.pid)
+            self._finish(run, ExitKind.REQUESTED)
+
+    def restart(self, machine_id: str) -> None:
+        """A hard reset (system_reset); a shutdown asked for earlier is forgotten."""
+        run = self._run_folder(machine_id)
+        with run.lock():
+            self._require_running(run)
+            runtime = run.read_runtime()
+            runtime.resets += 1
+            run.write_runtime(runtime)
+            run.clear_stop_requested()
+            self._monitor(run).execute("system_reset")
+
+    def status(self, machine_id: str) -> MachineStatus:
+        run = self._run_folder(machine_id)
+        if not run.exists():
+            return MachineStatus(Power.STOPPED)
+        return self._settle(run)
+
+    def running_machines(self) -> list[str]:
+        return sorted(
+            folder.name
+            for folder in self.root.iterdir()
+            if folder.is_dir()
+            and folder != disk_store(self.root)
+            and self._qemu_alive(RunFolder(folder))
+        )
+
+    def undefine(self, machine_id: str) -> None:
+        run = self._run_folder(machine_id)
+        if not run.exists():
+            return
+        with run.lock():
+            if self._settle(run).power is Power.RUNNING:
+                raise BackendError(f"Stop machine {machine_id} before removing it.")
+            self._release(run)
+            shutil.rmtree(run.path)
+
+    def delete_disk(self, disk_name: str) -> None:
+        """Remove a disk's file; the disk must not be attached to a running machine."""
+        (disk_store(self.root) / f"{disk_name}.qcow2").unlink(missing_ok=True)
+
+    # ---- devices -----------------------------------------------------------------------------
+
+    def set_link(self, machine_id: str, nic_name: str, up: bool) -> None:
+        """Cable in or out; a stopped machine takes its links from the spec at the next start."""
+        run = self._run_folder(machine_id)
+        if self._settle(run).power is Power.STOPPED:
+            return
+        self._monitor(run).execute("set_link", {"name": nic_name, "up": up})
+        runtime = run.read_runtime()
+        runtime.links[nic_name] = up
+        run.write_runtime(runtime)
+
+    def attach_disk(self, spec: MachineSpec, disk: DiskSpec) -> None:
+        """Create the disk; hotplug it when running (virtio only: SATA has no hotplug in QEMU)."""
+        disk = self._resolve_disk(disk)
+        run = self._run_folder(spec.id)
+        run.create()
+        self._create_disk(run, disk)
+        if self._settle(run).power is Power.STOPPED:
+            return
+        if disk.role == "cdrom" or disk.bus != "virtio":
+            raise BackendError(
+                "SATA disks and CD-ROMs can only be added while the machine is stopped."
+            )
+        monitor = self._monitor(run)
+        if self._device_type(monitor, disk.name) is not None:
+            return
+        node = node_name(disk.name)
+        file = {"driver": "file", "filename": str(run.disk_path(disk.name))}
+        monitor.execute("blockdev-add", {"driver": "qcow2", "node-name": node, "file": file})
+        device: dict[str, Any] = {
+            "driver": "virtio-blk-pci",
+            "id": disk.name,
+            "drive": node,
+            "bus": self._free_root_port(monitor),
+        }
+        if disk.serial:
+            device["serial"] = disk.serial
+        try:
+            monitor.execute("device_add", device)
+        except BackendError:
+            monitor.execute("blockdev-del", {"node-name": node})
+            raise
+
+    def detach_disk(self, machine_id: str, disk_name: str) -> None:
+        """Unplug a virtio disk from a running machine (the guest must let go); keeps the file."""
+        run = self._run_folder(machine_id)
+        if self._settle(run).power is Power.STOPPED:
+            return
+        monitor = self._monitor(run)
+        device_type = self._device_type(monitor, disk_name)
+        if device_type is not None:
+            if not device_type.startswith("virtio-blk"):
+                raise BackendError(
+                    "Only virtio disks can be detached while the machine runs; stop it first."
+                )
+            monitor.execute("device_del", {"id": disk_name})
+            if not self._wait_device_gone(monitor, disk_name, timeout=15):
+                raise BackendError(
+                    f"The guest did not release disk {disk_name} yet.", retryable=True
+                )
+        with contextlib.suppress(CommandRefused):  # gone already: an earlier attempt got this far
+            monitor.execute("blockdev-del", {"node-name": node_name(disk_name)})
+
+    def resize_disk(self, spec: MachineSpec, disk: DiskSpec) -> None:
+        """Grow a disk to disk.size_gb (online with block_resize when running)."""
+        run = self._run_folder(spec.id)
+        path = self._disk_file(run, disk.name)
+        current = self.qemu_img.virtual_size(path)
+        wanted = disk.size_gb * GIB
+        if wanted < current:
+            raise BackendError(
+                f"Disks can only grow: {disk.name} is {current / GIB:g} GiB already."
+            )
+        if wanted == current:
+            return
+        if self._settle(run).power is Power.RUNNING:
+            self._monitor(run).execute(
+                "block_resize", {"node-name": node_name(disk.name), "size": wanted}
+            )
+        else:
+            self.qemu_img.resize(path, disk.size_gb)
+
+    def snapshot_disk(self, machine_id: str, disk_name: str, snapshot_name: str) -> None:
+        """An internal qcow2 snapshot; when running, inside a guest fsfreeze (always thawed)."""
+        run = self._run_folder(machine_id)
+        path = self._disk_file(run, disk_name)
+        if self._settle(run).power is Power.STOPPED:
+            self.qemu_img.snapshot(path, snapshot_name)
+            return
+        agent = self._agent(run)
+        try:
+            agent.freeze()
+        except BackendError:
+            with contextlib.suppress(BackendError):  # never leave a half-done freeze behind
+                agent.thaw()
+            raise
+        try:
+            self._monitor(run).execute(
+                "blockdev-snapshot-internal-sync",
+                {"device": node_name(disk_name), "name": snapshot_name},
+            )
+        finally:
+            agent.thaw()
+
+    def change_cdrom(self, machine_id: str, disk_name: str, iso: Path | None) -> None:
+        """Insert or eject media of a running machine; a stopped one boots with its spec's ISO."""
+        run = self._run_folder(machine_id)
+        if self._settle(run).power is Power.STOPPED:
+            return
+        monitor = self._monitor(run)
+        if iso is None:
+            monitor.execute("eject", {"id": disk_name, "force": True})
+            return
+        iso = self._absolute(iso)
+        if not iso.is_file():
+            raise BackendError(f"The ISO {iso} does not exist.")
+        monitor.execute(
+            "blockdev-change-medium",
+            {"id": disk_name, "filename": str(iso), "format": "raw", "read-only-mode": "read-only"},
+        )
+
+    # ---- guest -------------------------------------------------------------------------------
+
+    def guest_facts(self, machine_id: str) -> GuestFacts:
+        run = self._run_folder(machine_id)
+        self._require_running(run)
+        return self._agent(run).facts()
+
+    def guest_exec(self, machine_id: str, argv: list[str], timeout: float = 10) -> tuple[int, str]:
+        run = self._run_folder(machine_id)
+        self._require_running(run)
+        return self._agent(run).execute(argv, timeout)
+
+    def console_socket(self, machine_id: str, kind: str) -> Path:
+        run = self._run_folder(machine_id)
+        sockets = {"serial": run.serial_socket, "vnc": run.vnc_socket, "exec": run.exec_socket}
+        if kind not in sockets:
+            raise BackendError(f"Unknown console kind {kind!r} (serial, vnc or exec).")
+        return sockets[kind]
+
+    def serial_log(self, machine_id: str) -> Path:
+        """Everything the guest printed on its serial port, across starts (QEMU appends to it)."""
+        return self._run_folder(machine_id).serial_log
+
+    # ---- internals ---------------------------------------------------------------------------
+
+    def _run_folder(self, machine_id: str) -> RunFolder:
+        if not MACHINE_ID.fullmatch(machine_id):
+            raise BackendError(f"{machine_id!r} is not a valid machine id.")
+        run = RunFolder(self.root / machine_id)
+        if len(str(run.serial_socket).encode()) > MAX_SOCKET_PATH:
+            raise BackendError(f"The run folder {run.path} is too long for unix sockets.")
+        return run
+
+    def _monitor(self, run: RunFolder) -> Monitor:
+        return Monitor(run.qmp_socket, timeout=self.monitor_timeout)
+
+    def _agent(self, run: RunFolder) -> GuestAgent:
+        return GuestAgent(run.agent_socket, timeout=self.agent_timeout)
+
+    def _qemu_alive(self, run: RunFolder) -> bool:
+        return process.is_alive(run.read_pid(), str(run.qmp_socket))
+
+    def _settle(self, run: RunFolder) -> MachineStatus:
+        """The status, after finishing a run that has ended (see the module docstring)."""
+        pid = run.read_pid()
+        if pid is not None and self._qemu_alive(run):
+            try:
+                state = self._monitor(run).execute("query-status")["status"]
+            except BackendError:
+                if self._qemu_alive(run):
+                    raise
+            else:
+                if state not in STOPPED_STATES:
+                    runtime = run.read_runtime()
+                    return MachineStatus(
+                        Power.RUNNING,
+                        pid=pid,
+                        boots=self._boots(run, runtime),
+                        links=dict(runtime.links),
+                    )
+                if state != "shutdown":
+                    kind = ExitKind.CRASHED
+                elif run.stop_requested():
+                    kind = ExitKind.REQUESTED
+                else:
+                    kind = ExitKind.GUEST_POWEROFF
+                self._quit(run, pid)
+                self._finish(run, kind)
+                return MachineStatus(Power.STOPPED, kind)
+        recorded = run.read_exit()
+        if recorded is not None:
+            return MachineStatus(Power.STOPPED, recorded)
+        if not run.was_launched():
+            return MachineStatus(Power.STOPPED)
+        kind = ExitKind.REQUESTED if run.stop_requested() else ExitKind.CRASHED
+        self._finish(run, kind)
+        return MachineStatus(Power.STOPPED, kind)
+
+    def _require_running(self, run: RunFolder) -> MachineStatus:
+        status = self._settle(run)
+        if status.power is not Power.RUNNING:
+            raise BackendError(f"Machine {run.path.name} is not running.")
+        return status
+
+    def _quit(self, run: RunFolder, pid: int) -> None:
+        with contextlib.suppress(BackendError):  # gone already, or stuck: the signals below decide
+            Monitor(run.qmp_socket, timeout=3).execute("quit")
+        marker = str(run.qmp_socket)
+        if not process.wait_gone(pid, marker, timeout=5):
+            process.kill(pid, marker, grace=3)
+
+    def _finish(self, run: RunFolder, kind: ExitKind) -> None:
+        self._release(run)
+        run.write_exit(kind)
+
+    def _release(self, run: RunFolder, taps: dict[str, tuple[str, str]] | None = None) -> None:
+        """Stop the run's helpers: swtpm, and its taps (those of runtime.json by default)."""
+        if run.tpm_pidfile.exists():
+            self.swtpm.stop(run)
+        for tap, network in (taps if taps is not None else run.read_runtime().taps).values():
+            self.networks.unplug(tap, network)
+
+    def _plug_nics(self, spec: MachineSpec) -> dict[str, tuple[str, str]]:
+        """Taps for the NICs on a segment in bridge mode; other NICs get user-mode networking."""
+        if self.network_mode != "bridge":
+            return {}
+        taps: dict[str, tuple[str, str]] = {}
+        try:
+            for nic in spec.nics:
+                if nic.network:
+                    taps[nic.name] = (
+                        self.networks.plug(spec.id, nic.name, nic.network),
+                        nic.network,
+                    )
+        except BackendError:
+            for tap, network in taps.values():
+                self.networks.unplug(tap, network)
+            raise
+        return taps
+
+    def _boots(self, run: RunFolder, runtime: Runtime) -> int:
+        try:
+            with open(run.serial_log, "rb") as log:
+                log.seek(runtime.serial_offset)
+                banners = len(KERNEL_BANNER.findall(log.read()))
+        except OSError:
+            banners = 0
+        return max(banners - 1, runtime.resets, 0)
+
+    def _create_disk(self, run: RunFolder, disk: DiskSpec) -> None:
+        if disk.role == "cdrom":
+            return
+        path = run.disk_path(disk.name)
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.qemu_img.create(path, disk.size_gb, disk.source)
+
+    def _disk_file(self, run: RunFolder, disk_name: str) -> Path:
+        path = run.disk_path(disk_name)
+        if not path.is_file():
+            raise BackendError(f"Machine {run.path.name} has no disk {disk_name}.")
+        return path
+
+    def _device_type(self, monitor: Monitor, device_id: str) -> str | None:
+        try:
+            return str(
+                monitor.execute(
+                    "qom-get", {"path": f"/machine/peripheral/{device_id}", "property": "type"}
+                )
+            )
+        except CommandRefused:
+            return None
+
+    def _wait_device_gone(self, monitor: Monitor, device_id: str, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while self._device_type(monitor, device_id) is not None:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)
+        return True
+
+    def _free_root_port(self, monitor: Monitor) -> str:
+        for bus in monitor.execute("query-pci"):
+            for device in bus["devices"]:
+                bridge = device.get("pci_bridge")
+                port = device.get("qdev_id", "")
+                if bridge is not None and port.startswith("rp") and not bridge.get("devices"):
+                    return str(port)
+        raise BackendError("No free hotplug slot is left: stop the machine to attach more disks.")
+
+    def _resolve(self, spec: MachineSpec) -> MachineSpec:
+        """Relative boot files and images are taken from `images`; everything made absolute."""
+        return dataclasses.replace(
+            spec,
+            kernel=self._absolute(spec.kernel) if spec.kernel else None,
+            initrd=self._absolute(spec.initrd) if spec.initrd else None,
+            disks=tuple(self._resolve_disk(disk) for disk in spec.disks),
+        )
+
+    def _resolve_disk(self, disk: DiskSpec) -> DiskSpec:
+        if disk.source is None:
+            return disk
+        return dataclasses.replace(disk, source=self._absolute(disk.source))
+
+    def _absolute(self, path: Path) -> Path:
+        path = Path(path)
+        if not path.is_absolute() and self.images is not None:
+            path = self.images / path
+        return path.absolute()

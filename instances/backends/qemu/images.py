@@ -1,0 +1,67 @@
+"""qemu-img for disks of stopped machines: create (optionally over a backing image), grow, snapshot.
+
+A running QEMU holds a write lock on its images; the backend uses QMP for running machines and
+these only when the machine is stopped (reads pass `-U`, which is safe for metadata).
+"""
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from instances.backends.base import BackendError
+
+GIB = 1024**3
+
+
+class QemuImg:
+    """The qemu-img binary; failures become BackendError with qemu-img's own last line."""
+
+    def __init__(self, binary: str = "qemu-img") -> None:
+        self.binary = binary
+
+    def create(self, path: Path, size_gb: int, backing: Path | None = None) -> None:
+        argv = [self.binary, "create", "-q", "-f", "qcow2"]
+        if backing is not None:
+            if not backing.is_file():
+                raise BackendError(f"The disk image {backing} does not exist.")
+            argv += ["-b", str(backing), "-F", "qcow2"]
+        elif size_gb <= 0:
+            raise BackendError(f"Disk {path.stem} needs a size or an image.")
+        argv.append(str(path))
+        if size_gb > 0 and (backing is None or size_gb * GIB > self.virtual_size(backing)):
+            argv.append(f"{size_gb}G")
+        self._run(argv, f"create disk {path.stem}")
+
+    def resize(self, path: Path, size_gb: int) -> None:
+        self._run([self.binary, "resize", "-q", str(path), f"{size_gb}G"], f"resize {path.stem}")
+
+    def snapshot(self, path: Path, name: str) -> None:
+        self._run([self.binary, "snapshot", "-c", name, str(path)], f"snapshot {path.stem}")
+
+    def snapshots(self, path: Path) -> list[str]:
+        return [entry["name"] for entry in self.info(path).get("snapshots", [])]
+
+    def virtual_size(self, path: Path) -> int:
+        return int(self.info(path)["virtual-size"])
+
+    def info(self, path: Path) -> dict[str, Any]:
+        output = self._run(
+            [self.binary, "info", "-U", "--output=json", str(path)], f"read {path.name}"
+        )
+        return dict(json.loads(output))
+
+    def _run(self, argv: list[str], what: str) -> str:
+        if shutil.which(self.binary) is None:
+            raise BackendError(f"{self.binary} is not installed (apt-get install qemu-utils).")
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+        if result.returncode != 0:
+            reason = last_line(result.stderr) or f"exit status {result.returncode}"
+            raise BackendError(f"Could not {what}: {reason}")
+        return result.stdout
+
+
+def last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""

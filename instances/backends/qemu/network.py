@@ -1,0 +1,111 @@
+"""Bridged networking: every subnet is a real L2 segment, kept away from the host's own network.
+
+As root, the product owns one network namespace. Inside it there is one Linux bridge per segment
+(`NicSpec.network`) and one tap per NIC, and QEMU runs inside it (`ip netns exec`), so guests on one
+segment reach each other and nothing on the host changes. Device names are hashes (at most 15
+characters for the kernel) and deterministic, so plugging is idempotent. A bridge goes away with its
+last tap. Changes are serialised by a lock file: a bridge must not vanish between another
+machine's bridge check and its tap creation.
+"""
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+from instances.backends.base import BackendError
+
+
+def tap_name(machine_id: str, nic_name: str) -> str:
+    return "zt" + _digest(f"{machine_id}/{nic_name}")
+
+
+def bridge_name(network: str) -> str:
+    return "zb" + _digest(network)
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:11]
+
+
+class BridgedNetworks:
+    """The namespace, its bridges and taps."""
+
+    def __init__(self, namespace: str, lock_file: Path, *, ip: str = "ip") -> None:
+        self.namespace = namespace
+        self.lock_file = lock_file
+        self.ip = ip
+
+    @staticmethod
+    def available() -> bool:
+        """Bridged mode needs root (namespaces, taps) and iproute2."""
+        return os.geteuid() == 0 and shutil.which("ip") is not None
+
+    def exec_prefix(self) -> list[str]:
+        """Prefix for a command that must run inside the namespace."""
+        return [self.ip, "netns", "exec", self.namespace]
+
+    def plug(self, machine_id: str, nic_name: str, network: str) -> str:
+        """Make sure the segment's bridge and the NIC's tap exist and are up; the tap's name."""
+        tap, bridge = tap_name(machine_id, nic_name), bridge_name(network)
+        with self._lock():
+            self._ensure_namespace()
+            if not self._exists(bridge):
+                self._ip("link", "add", bridge, "type", "bridge")
+            self._ip("link", "set", bridge, "up")
+            if not self._exists(tap):
+                self._ip("tuntap", "add", "dev", tap, "mode", "tap")
+            self._ip("link", "set", tap, "master", bridge, "up")
+        return tap
+
+    def unplug(self, tap: str, network: str) -> None:
+        """Remove the tap, and the segment's bridge when no tap is left on it."""
+        bridge = bridge_name(network)
+        with self._lock():
+            if not self._namespace_exists():
+                return
+            if self._exists(tap):
+                self._ip("link", "del", tap)
+            if (
+                self._exists(bridge)
+                and not self._ip("-o", "link", "show", "master", bridge).strip()
+            ):
+                self._ip("link", "del", bridge)
+
+    @contextlib.contextmanager
+    def _lock(self) -> Iterator[None]:
+        with open(self.lock_file, "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _namespace_exists(self) -> bool:
+        return Path("/run/netns", self.namespace).exists()
+
+    def _ensure_namespace(self) -> None:
+        if not self._namespace_exists():
+            self._run([self.ip, "netns", "add", self.namespace])
+
+    def _exists(self, device: str) -> bool:
+        result = subprocess.run(
+            [self.ip, "-n", self.namespace, "link", "show", "dev", device],
+            capture_output=True,
+            check=False,
+        )
+        return result.returncode == 0
+
+    def _ip(self, *args: str) -> str:
+        return self._run([self.ip, "-n", self.namespace, *args])
+
+    def _run(self, argv: list[str]) -> str:
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+        if result.returncode != 0:
+            reason = result.stderr.strip() or f"exit status {result.returncode}"
+            raise BackendError(f"Network setup failed ({' '.join(argv[1:])}): {reason}")
+        return result.stdout

@@ -1,0 +1,90 @@
+"""Processes the backend starts and must find again later: QEMU and swtpm.
+
+Both daemonize (fork, and the parent exits once the child is ready), so they are never children of
+the worker: they outlive it, and no zombie of theirs can linger in it. A pid alone is not trusted
+(pids are reused): a process counts as ours only when its command line names our run folder.
+"""
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from instances.backends.base import BackendError
+
+from .images import last_line
+
+
+def is_alive(pid: int | None, marker: str) -> bool:
+    """A live (not zombie) process whose command line contains marker."""
+    if not pid or pid <= 0:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return False
+    state = stat.rsplit(")", 1)[-1].split()[0]
+    return state not in ("Z", "X") and marker in cmdline
+
+
+def run_daemon(argv: list[str], log: Path, *, what: str, timeout: float = 60) -> None:
+    """Run a self-daemonizing command; its output is appended to log, its last line is the error."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as output:
+        offset = output.tell()
+        try:
+            process = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=output,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except OSError as error:
+            raise BackendError(f"Could not start {what}: {error.strerror or error}") from error
+    try:
+        code = process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired as error:
+        process.kill()
+        process.wait()
+        raise BackendError(f"{what} did not finish starting within {timeout:g} s.") from error
+    if code != 0:
+        with open(log, "rb") as output:
+            output.seek(offset)
+            reason = last_line(output.read().decode(errors="replace"))
+        for word in argv[:5]:  # "qemu-system-x86_64: Invalid ..." -> "Invalid ..."
+            reason = reason.removeprefix(f"{Path(word).name}: ")
+        raise BackendError(f"{what} failed to start: {reason or f'exit status {code}'}")
+
+
+def wait_gone(pid: int, marker: str, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while is_alive(pid, marker):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def kill(pid: int, marker: str, *, grace: float = 5.0) -> None:
+    """SIGTERM, then SIGKILL if the process is still there after grace seconds."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        if not is_alive(pid, marker):
+            return
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        if wait_gone(pid, marker, wait):
+            return
+    raise BackendError(f"Process {pid} does not die, even with SIGKILL.", retryable=True)
+
+
+def read_pidfile(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None

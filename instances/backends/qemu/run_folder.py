@@ -1,0 +1,207 @@
+"""The run folder of one machine: where its files and sockets live, and its small state files.
+
+The state files are what lets a fresh backend object (a restarted worker) tell how a machine ended:
+`pid` is written at each start and kept after the process is gone, `stop-requested` is written by
+shutdown and force stop before they act, and `exit` records the exit kind once it is known.
+"""
+
+import contextlib
+import fcntl
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from instances.backends.base import ExitKind
+
+
+def disk_store(root: Path) -> Path:
+    return root / "disks"
+
+
+@dataclass(frozen=True)
+class RunFolder:
+    """Paths of one machine's files, and the state files read and written through it."""
+
+    path: Path
+
+    # sockets (unix socket paths must stay under 108 bytes: keep the root short)
+    @property
+    def qmp_socket(self) -> Path:
+        return self.path / "qmp.sock"
+
+    @property
+    def serial_socket(self) -> Path:
+        return self.path / "serial.sock"
+
+    @property
+    def vnc_socket(self) -> Path:
+        return self.path / "vnc.sock"
+
+    @property
+    def agent_socket(self) -> Path:
+        return self.path / "qga.sock"
+
+    @property
+    def exec_socket(self) -> Path:
+        return self.path / "exec.sock"
+
+    @property
+    def tpm_socket(self) -> Path:
+        return self.path / "swtpm.sock"
+
+    # files
+    @property
+    def serial_log(self) -> Path:
+        return self.path / "serial.log"
+
+    @property
+    def qemu_log(self) -> Path:
+        return self.path / "qemu.log"
+
+    @property
+    def qemu_pidfile(self) -> Path:
+        """Written by QEMU itself, and removed by it when it exits cleanly."""
+        return self.path / "qemu.pid"
+
+    @property
+    def seed_iso(self) -> Path:
+        return self.path / "seed.iso"
+
+    @property
+    def efi_vars(self) -> Path:
+        return self.path / "OVMF_VARS.fd"
+
+    @property
+    def efi_vars_template(self) -> Path:
+        """Names the template the vars were copied from, so a firmware change recopies them."""
+        return self.path / "OVMF_VARS.template"
+
+    @property
+    def tpm_state(self) -> Path:
+        return self.path / "swtpm"
+
+    @property
+    def tpm_pidfile(self) -> Path:
+        return self.path / "swtpm.pid"
+
+    @property
+    def tpm_log(self) -> Path:
+        return self.path / "swtpm.log"
+
+    def disk_path(self, disk_name: str) -> Path:
+        """Disks live beside the machine folders, not in them: a detached disk outlives its
+        machine and can be attached to another one."""
+        return disk_store(self.path.parent) / f"{disk_name}.qcow2"
+
+    # state files
+    @property
+    def _pid_file(self) -> Path:
+        return self.path / "pid"
+
+    @property
+    def _stop_requested_file(self) -> Path:
+        return self.path / "stop-requested"
+
+    @property
+    def _exit_file(self) -> Path:
+        return self.path / "exit"
+
+    @property
+    def _runtime_file(self) -> Path:
+        return self.path / "runtime.json"
+
+    def exists(self) -> bool:
+        return self.path.is_dir()
+
+    def create(self) -> None:
+        self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Serialise start/stop/undefine of one machine across threads and processes."""
+        self.create()
+        with open(self.path / "lock", "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def read_pid(self) -> int | None:
+        try:
+            return int(self._pid_file.read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    def was_launched(self) -> bool:
+        return self._pid_file.exists()
+
+    def begin_start(self, pid: int, runtime: "Runtime") -> None:
+        """Record a fresh launch: forget how the previous run ended."""
+        self._stop_requested_file.unlink(missing_ok=True)
+        self._exit_file.unlink(missing_ok=True)
+        self.write_runtime(runtime)
+        _write_atomic(self._pid_file, f"{pid}\n")
+
+    def mark_stop_requested(self) -> None:
+        _write_atomic(self._stop_requested_file, "")
+
+    def clear_stop_requested(self) -> None:
+        self._stop_requested_file.unlink(missing_ok=True)
+
+    def stop_requested(self) -> bool:
+        return self._stop_requested_file.exists()
+
+    def read_exit(self) -> ExitKind | None:
+        try:
+            return ExitKind(self._exit_file.read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    def write_exit(self, kind: ExitKind) -> None:
+        _write_atomic(self._exit_file, f"{kind.value}\n")
+
+    def read_runtime(self) -> "Runtime":
+        try:
+            data = json.loads(self._runtime_file.read_text())
+        except (OSError, ValueError):
+            return Runtime()
+        return Runtime(
+            links=dict(data.get("links", {})),
+            taps={name: (pair[0], pair[1]) for name, pair in data.get("taps", {}).items()},
+            serial_offset=int(data.get("serial_offset", 0)),
+            resets=int(data.get("resets", 0)),
+        )
+
+    def write_runtime(self, runtime: "Runtime") -> None:
+        data = {
+            "links": runtime.links,
+            "taps": {name: list(pair) for name, pair in runtime.taps.items()},
+            "serial_offset": runtime.serial_offset,
+            "resets": runtime.resets,
+        }
+        _write_atomic(self._runtime_file, json.dumps(data, indent=1, sort_keys=True))
+
+
+@dataclass
+class Runtime:
+    """What the backend remembers about the current run of a machine (runtime.json).
+
+    links: NIC name -> link up, as set at start and by set_link (QEMU cannot be asked for it).
+    taps: NIC name -> (tap device, network) plugged for this run, to unplug them afterwards.
+    serial_offset: size of serial.log when this run started (boots are counted after it).
+    resets: system_reset requests made through the backend during this run.
+    """
+
+    links: dict[str, bool] = field(default_factory=dict)
+    taps: dict[str, tuple[str, str]] = field(default_factory=dict)
+    serial_offset: int = 0
+    resets: int = 0
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)

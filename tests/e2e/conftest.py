@@ -1,0 +1,50 @@
+"""Browser tests: Playwright driving Debian's Chromium against pytest-django's live server."""
+
+import os
+import shutil
+
+import pytest
+
+from tests.factories import PASSWORD
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+# Playwright's sync API runs an event loop in this thread; the ORM calls the tests make next to
+# it are still plain synchronous calls.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not os.path.exists(CHROMIUM):
+        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"],
+        )  # fmt: skip
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser, live_server):
+    context = browser.new_context(base_url=live_server.url)
+    context.set_default_timeout(15_000)
+    page = context.new_page()
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def login(page):
+    def log_in(username: str) -> None:
+        page.goto("/login/")
+        page.fill("#id_username", username)
+        page.fill("#id_password", PASSWORD)
+        page.click("button[type=submit]")
+        page.wait_for_url(lambda url: "/login/" not in url)
+
+    return log_in

@@ -1,0 +1,92 @@
+"""The create form and the details page in a real browser (no hypervisor needed here)."""
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from instances.choices import PowerState
+from instances.models import Instance
+from instances.services.instances import instance_create
+from tests.factories import ImageFactory, instance_request
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
+
+
+def test_a_validation_error_is_shown_at_its_field_and_input_is_kept(
+    page, login, project, operator, subnet
+):
+    ImageFactory(name="Demo guest")
+    login("operator")
+    page.goto(f"/projects/{project.slug}/instances/new/")
+    page.fill("#id_name", "web-7")
+    page.select_option("#id_vcpus", "2")
+    page.click("summary:has-text('CPU topology')")
+    for field, value in (("sockets", "1"), ("cores", "1"), ("threads", "1")):
+        page.fill(f"#id_{field}", value)
+    expect(page.get_by_test_id("topology-preview")).to_have_text(
+        "1 socket(s) × 1 core(s) × 1 thread(s) = 1 vCPU (needs 2)"
+    )
+    page.fill("#id_nics-0-mac", "52-54-00-12-34-56")
+    page.click("button:has-text('Create instance')")
+    expect(page.locator("#sockets-error")).to_have_text(
+        "sockets × cores × threads is 1 × 1 × 1 = 1, but the instance has 2 vCPU."
+    )
+    expect(page.locator("#id_name")).to_have_value("web-7")
+    assert not Instance.objects.exists()
+
+    page.fill("#id_sockets", "")
+    page.fill("#id_cores", "")
+    page.fill("#id_threads", "")
+    page.click("button:has-text('Create instance')")
+    expect(page.locator("#nics-0-mac-error")).to_have_text(
+        "Use colon notation for MAC addresses: 52:54:00:12:34:56, not 52-54-00-12-34-56."
+    )
+    page.fill("#id_nics-0-mac", "52:54:00:12:34:56")
+    page.click("button:has-text('Create instance')")
+    expect(page.locator("h1")).to_contain_text("web-7")
+    assert Instance.objects.get(name="web-7").nics.get().mac == "52:54:00:12:34:56"
+
+
+def test_add_interface_adds_a_named_row_that_submits(page, login, project, operator, subnet):
+    from tests.factories import SubnetFactory
+
+    SubnetFactory(project=project, name="storage", cidr_v4="10.21.0.0/24", gateway="10.21.0.1")
+    ImageFactory(name="Demo guest")
+    login("operator")
+    page.goto(f"/projects/{project.slug}/instances/new/")
+    page.fill("#id_name", "two-nics")
+    page.click("button:has-text('Add interface')")
+    expect(page.locator("#nics-rows .row-title")).to_have_text(["eth0 ★ primary", "eth1"])
+    page.select_option("#id_nics-1-subnet", label="storage (10.21.0.0/24)")
+    page.click("button:has-text('Create instance')")
+    expect(page.locator("h1")).to_contain_text("two-nics")
+    assert [n.subnet.name for n in Instance.objects.get().nics.order_by("index")] == [
+        "backend",
+        "storage",
+    ]
+
+
+def test_force_shutdown_asks_for_confirmation_first(page, login, project, operator, subnet):
+    instance = instance_create(project=project, actor=operator, request=instance_request(subnet))
+    Instance.objects.filter(pk=instance.pk).update(power_state=PowerState.RUNNING)
+    login("operator")
+    page.goto(f"/projects/{project.slug}/instances/{instance.pk}/")
+    messages = []
+
+    def dismiss(dialog):
+        messages.append(dialog.message)
+        dialog.dismiss()
+
+    page.once("dialog", dismiss)
+    page.click("button[data-action=force_stop]")
+    page.wait_for_timeout(300)
+    assert messages and messages[0].startswith("Force Shutdown cuts the power at once")
+    instance.refresh_from_db()
+    assert instance.power_state == PowerState.RUNNING  # dismissed: nothing was sent
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("button[data-action=force_stop]")
+    expect(page.locator("#power-panel .badge.state")).to_have_text(re.compile("Stopping|Stopped"))
+    instance.refresh_from_db()
+    assert instance.power_state in (PowerState.STOPPING, PowerState.STOPPED)

@@ -1,0 +1,339 @@
+"""Parts of the QEMU backend that need no QEMU: seed ISO, state files, agent protocol, names."""
+
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pycdlib
+import pytest
+
+from instances.backends.base import BackendError, CloudInitSeed, ExitKind, FirmwareSpec, Power
+from instances.backends.qemu import QemuBackend
+from instances.backends.qemu.agent import GuestAgent
+from instances.backends.qemu.firmware import firmware_for, prepare_vars
+from instances.backends.qemu.network import bridge_name, tap_name
+from instances.backends.qemu.run_folder import RunFolder, Runtime
+from instances.backends.qemu.seed import write_seed_iso
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    """A short folder under /tmp: unix socket paths must stay under 108 bytes."""
+    path = Path(tempfile.mkdtemp(dir="/tmp", prefix="zq"))
+    yield path
+    for child in sorted(path.rglob("*"), reverse=True):
+        child.rmdir() if child.is_dir() else child.unlink()
+    path.rmdir()
+
+
+def test_the_seed_iso_is_labelled_cidata_and_keeps_the_nocloud_file_names(short_dir):
+    seed = CloudInitSeed(
+        meta_data="instance-id: i-1\n", user_data="#cloud-config\n", network_config="version: 2\n"
+    )
+    write_seed_iso(seed, short_dir / "seed.iso")
+    assert read_iso(short_dir / "seed.iso") == {
+        "label": "cidata",
+        "meta-data": "instance-id: i-1\n",
+        "user-data": "#cloud-config\n",
+        "network-config": "version: 2\n",
+    }
+
+
+def read_iso(path: Path) -> dict[str, str]:
+    """The volume label and the files found under their Rock Ridge and their Joliet names."""
+    iso = pycdlib.PyCdlib()
+    iso.open(str(path))
+    try:
+        found = {"label": iso.pvd.volume_identifier.decode().strip()}
+        for name in ("meta-data", "user-data", "network-config"):
+            contents = set()
+            for kind in ("rr_path", "joliet_path"):
+                data = io.BytesIO()
+                try:
+                    iso.get_file_from_iso_fp(data, **{kind: f"/{name}"})
+                except pycdlib.pycdlibexception.PyCdlibInvalidInput:
+                    contents.add(f"missing as {kind}")
+                else:
+                    contents.add(data.getvalue().decode())
+            if contents != {f"missing as {kind}" for kind in ("rr_path", "joliet_path")}:
+                found[name] = contents.pop() if len(contents) == 1 else repr(sorted(contents))
+        return found
+    finally:
+        iso.close()
+
+
+def test_a_seed_without_network_config_has_only_two_files(short_dir):
+    write_seed_iso(CloudInitSeed(meta_data="a: 1\n", user_data=""), short_dir / "seed.iso")
+    assert read_iso(short_dir / "seed.iso") == {
+        "label": "cidata",
+        "meta-data": "a: 1\n",
+        "user-data": "",
+    }
+
+
+def backend_with_a_past_run(root: Path, *, pid: int, stop_requested: bool) -> QemuBackend:
+    backend = QemuBackend(root, network_mode="user")
+    run = backend._run_folder("i-1")
+    run.create()
+    run.begin_start(pid, Runtime())
+    if stop_requested:
+        run.mark_stop_requested()
+    return backend
+
+
+def test_a_machine_that_never_started_reads_stopped_without_an_exit_kind(short_dir):
+    status = QemuBackend(short_dir, network_mode="user").status("i-1")
+    assert (status.power, status.exit) == (Power.STOPPED, ExitKind.NONE)
+
+
+def test_a_launched_machine_whose_process_vanished_reads_crashed(short_dir):
+    # our own pid is alive but is not a QEMU of this run folder: it must not count
+    backend = backend_with_a_past_run(short_dir, pid=os.getpid(), stop_requested=False)
+    assert backend.status("i-1").exit is ExitKind.CRASHED
+    assert backend.running_machines() == []
+
+
+def test_a_vanished_process_after_a_stop_request_reads_requested_and_stays_so(short_dir):
+    backend = backend_with_a_past_run(short_dir, pid=os.getpid(), stop_requested=True)
+    assert backend.status("i-1").exit is ExitKind.REQUESTED
+    backend._run_folder("i-1").clear_stop_requested()
+    assert backend.status("i-1").exit is ExitKind.REQUESTED  # recorded in the run folder
+
+
+def test_undefine_removes_the_run_folder(short_dir):
+    backend = backend_with_a_past_run(short_dir, pid=os.getpid(), stop_requested=True)
+    backend.undefine("i-1")
+    assert not (short_dir / "i-1").exists()
+
+
+def test_machine_ids_that_are_not_file_names_are_refused(short_dir):
+    backend = QemuBackend(short_dir, network_mode="user")
+    with pytest.raises(BackendError, match="not a valid machine id"):
+        backend.status("../etc")
+
+
+def test_a_run_folder_too_deep_for_unix_sockets_is_refused(short_dir):
+    backend = QemuBackend(short_dir / ("x" * 100), network_mode="user")
+    with pytest.raises(BackendError, match="too long for unix sockets"):
+        backend.status("i-1")
+
+
+def test_console_kinds_map_to_the_sockets_in_the_run_folder(short_dir):
+    backend = QemuBackend(short_dir, network_mode="user")
+    assert backend.console_socket("i-1", "serial") == short_dir / "i-1" / "serial.sock"
+    assert backend.console_socket("i-1", "vnc").name == "vnc.sock"
+    assert backend.console_socket("i-1", "exec").name == "exec.sock"
+    with pytest.raises(BackendError, match="Unknown console kind"):
+        backend.console_socket("i-1", "rdp")
+
+
+def test_user_mode_networking_is_stated_when_asked_for(short_dir):
+    assert QemuBackend(short_dir, network_mode="user").network_mode == "user"
+
+
+def test_tap_and_bridge_names_fit_the_kernel_limit_and_are_stable():
+    assert len(tap_name("i-" + "9" * 60, "eth12")) <= 15
+    assert len(bridge_name("subnet-" + "x" * 80)) <= 15
+    assert tap_name("i-1", "eth0") == tap_name("i-1", "eth0") != tap_name("i-1", "eth1")
+
+
+def fake_agent(path: Path, answer: Callable[[dict], bytes | None]) -> threading.Thread:
+    """A qemu-ga stand-in on a unix socket: one connection, replies chosen by answer()."""
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.listen(1)
+
+    def serve() -> None:
+        connection, _ = server.accept()
+        with connection, server:
+            buffer = b""
+            while chunk := connection.recv(4096):
+                buffer += chunk.replace(b"\xff", b"")
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    reply = answer(json.loads(line))
+                    if reply is not None:
+                        connection.sendall(reply)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_the_agent_client_drops_stale_replies_before_its_sync(short_dir):
+    def answer(message: dict) -> bytes | None:
+        if message["execute"] == "guest-sync-delimited":
+            token = message["arguments"]["id"]
+            stale = b'{"return": {"pid": 7}}\n\xff{"return": 12}\n'  # an older client's leftovers
+            return stale + b"\xff" + json.dumps({"return": token}).encode() + b"\n"
+        return b'{"return": {"host-name": "web-1"}}\n'
+
+    fake_agent(short_dir / "qga.sock", answer)
+    agent = GuestAgent(short_dir / "qga.sock", timeout=2)
+    assert agent.call("guest-get-host-name") == {"host-name": "web-1"}
+
+
+def test_an_agent_that_does_not_answer_is_a_retryable_error(short_dir):
+    fake_agent(short_dir / "qga.sock", lambda message: None)
+    with pytest.raises(BackendError, match="did not answer") as caught:
+        GuestAgent(short_dir / "qga.sock", timeout=0.3).ping()
+    assert caught.value.retryable
+
+
+def test_a_missing_agent_socket_is_a_retryable_error(short_dir):
+    with pytest.raises(BackendError, match="not available") as caught:
+        GuestAgent(short_dir / "nothing.sock").ping()
+    assert caught.value.retryable
+
+
+@pytest.fixture
+def ovmf(short_dir: Path) -> Path:
+    """Stand-ins for the OVMF files: each vars template holds its own name."""
+    folder = short_dir / "ovmf"
+    folder.mkdir()
+    for name in (
+        "OVMF_CODE_4M.fd",
+        "OVMF_CODE_4M.secboot.fd",
+        "OVMF_VARS_4M.fd",
+        "OVMF_VARS_4M.ms.fd",
+    ):
+        (folder / name).write_text(name)
+    return folder
+
+
+def test_persistent_efi_vars_survive_a_start_and_other_vars_are_fresh_each_time(short_dir, ovmf):
+    run = RunFolder(short_dir / "i-1")
+    run.create()
+    firmware = firmware_for(FirmwareSpec(bootloader="uefi"), ovmf)
+    assert firmware is not None
+    prepare_vars(run, firmware, persistent=True)
+    run.efi_vars.write_text("boot entries written by the guest")
+    prepare_vars(run, firmware, persistent=True)
+    assert run.efi_vars.read_text() == "boot entries written by the guest"
+    prepare_vars(run, firmware, persistent=False)
+    assert run.efi_vars.read_text() == "OVMF_VARS_4M.fd"
+
+
+def test_switching_secure_boot_on_replaces_even_persistent_vars(short_dir, ovmf):
+    run = RunFolder(short_dir / "i-1")
+    run.create()
+    plain = firmware_for(FirmwareSpec(bootloader="uefi"), ovmf)
+    secure = firmware_for(FirmwareSpec(bootloader="uefi", secure_boot=True), ovmf)
+    assert plain is not None and secure is not None
+    prepare_vars(run, plain, persistent=True)
+    prepare_vars(run, secure, persistent=True)
+    assert run.efi_vars.read_text() == "OVMF_VARS_4M.ms.fd"
+
+
+def test_missing_ovmf_files_are_named_in_the_error(short_dir):
+    with pytest.raises(BackendError, match="apt-get install ovmf"):
+        firmware_for(FirmwareSpec(bootloader="uefi"), short_dir)
+
+
+# A stand-in for QEMU's monitor, run as its own process: its command line names the QMP socket,
+# as QEMU's does, so the backend takes it for the machine's QEMU. It answers query-status with the
+# state it was given and exits on quit.
+FAKE_QEMU = """
+import json, socket, sys
+path, state = sys.argv[1], sys.argv[2]
+server = socket.socket(socket.AF_UNIX)
+server.bind(path)
+server.listen(1)
+greeting = {"QMP": {"version": {"qemu": {"major": 7, "minor": 2, "micro": 0}, "package": ""},
+                    "capabilities": []}}
+decoder = json.JSONDecoder()
+while True:
+    connection, _ = server.accept()
+    connection.sendall(json.dumps(greeting).encode() + b"\\r\\n")
+    buffer = ""
+    while chunk := connection.recv(4096):
+        buffer = (buffer + chunk.decode()).lstrip()
+        while buffer:  # QMP commands are a JSON stream, not lines
+            try:
+                message, end = decoder.raw_decode(buffer)
+            except ValueError:
+                break
+            buffer = buffer[end:].lstrip()
+            reply = {"return": {}}
+            if message["execute"] == "query-status":
+                reply["return"] = {"status": state, "running": state == "running",
+                                   "singlestep": False}
+            if "id" in message:
+                reply["id"] = message["id"]
+            connection.sendall(json.dumps(reply).encode() + b"\\r\\n")
+            if message["execute"] == "quit":
+                sys.exit(0)
+    connection.close()
+"""
+
+
+@pytest.fixture
+def fake_qemu(short_dir: Path) -> Iterator[Callable[[str], QemuBackend]]:
+    """fake_qemu(state) -> a backend whose machine i-1 runs a fake QEMU in that state."""
+    started: list[subprocess.Popen] = []
+
+    def start(state: str) -> QemuBackend:
+        backend = QemuBackend(short_dir, network_mode="user")
+        run = backend._run_folder("i-1")
+        run.create()
+        fake = subprocess.Popen([sys.executable, "-c", FAKE_QEMU, str(run.qmp_socket), state])
+        started.append(fake)
+        deadline = time.monotonic() + 10
+        while not run.qmp_socket.exists():
+            assert time.monotonic() < deadline, "the fake QEMU never listened"
+            time.sleep(0.02)
+        run.begin_start(fake.pid, Runtime(links={"eth0": True, "eth1": False}))
+        return backend
+
+    yield start
+    for fake in started:
+        fake.kill()
+        fake.wait()
+
+
+def test_a_running_guest_reads_running_with_its_pid_links_and_boots(fake_qemu):
+    backend = fake_qemu("running")
+    banner = "[    0.000000] Linux version 6.1.0 (debian-kernel@lists.debian.org)\n"
+    backend.serial_log("i-1").write_text(
+        banner + "cat /proc/version\nLinux version 6.1.0\n" + banner
+    )
+    status = backend.status("i-1")
+    assert (status.power, status.exit) == (Power.RUNNING, ExitKind.NONE)
+    assert status.links == {"eth0": True, "eth1": False}
+    assert status.boots == 1  # two kernel banners: one reset; the `cat` output does not count
+    assert backend.running_machines() == ["i-1"]
+
+
+def test_a_guest_that_powered_itself_off_reads_guest_poweroff_and_its_qemu_is_ended(fake_qemu):
+    backend = fake_qemu("shutdown")
+    status = backend.status("i-1")
+    assert (status.power, status.exit) == (Power.STOPPED, ExitKind.GUEST_POWEROFF)
+    assert backend.running_machines() == []
+    assert backend.status("i-1").exit is ExitKind.GUEST_POWEROFF
+
+
+def test_a_guest_powered_off_after_our_shutdown_request_reads_requested(fake_qemu):
+    backend = fake_qemu("shutdown")
+    backend._run_folder("i-1").mark_stop_requested()
+    assert backend.status("i-1").exit is ExitKind.REQUESTED
+
+
+def test_a_guest_that_panicked_reads_crashed(fake_qemu):
+    backend = fake_qemu("guest-panicked")
+    status = backend.status("i-1")
+    assert (status.power, status.exit) == (Power.STOPPED, ExitKind.CRASHED)
+    assert backend.running_machines() == []
+
+
+def test_restart_of_a_stopped_machine_says_it_is_not_running(fake_qemu):
+    backend = fake_qemu("shutdown")
+    with pytest.raises(BackendError, match="i-1 is not running"):
+        backend.restart("i-1")

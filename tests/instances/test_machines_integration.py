@@ -1,0 +1,216 @@
+"""Instances on the real QEMU backend, driven through the services and a real Celery worker.
+
+Every test boots the demo guest under TCG; they share one worker and one private network
+namespace (see the machines_root fixture).
+"""
+
+import os
+import signal
+import time
+
+import pytest
+from django.conf import settings
+
+from instances.backends import backend_named
+from instances.choices import CarrierState, LastExit, PowerState, RunStrategy
+from instances.models import Image, Instance
+from instances.services import network, power
+from instances.services.instances import NicRequest, instance_create
+from instances.tasks import reconcile_host
+from tests.factories import SubnetFactory, instance_request
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+BOOT_TIMEOUT = 90
+
+
+@pytest.fixture
+def demo_image():
+    if not (settings.ZOPDAY_IMAGES_DIR / "demo" / "initrd.img").exists():
+        pytest.fail("the demo image is missing: bin/zop test builds it")
+    return Image.objects.create(
+        name="demo", kind="kernel", path=str(settings.ZOPDAY_IMAGES_DIR / "demo")
+    )
+
+
+@pytest.fixture
+def lan(project):
+    return SubnetFactory(project=project, name="lan", cidr_v4="10.88.0.0/24", gateway="10.88.0.1")
+
+
+@pytest.fixture
+def backend(celery_worker_process):
+    return backend_named("qemu")
+
+
+def wait_for(predicate, what: str, timeout: float = BOOT_TIMEOUT):
+    deadline = time.monotonic() + timeout
+    while not (result := predicate()):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.25)
+    return result
+
+
+def wait_for_state(instance: Instance, state: str, timeout: float = BOOT_TIMEOUT) -> Instance:
+    def reached():
+        instance.refresh_from_db()
+        return instance.power_state == state
+
+    wait_for(
+        reached,
+        f"{instance.name} to be {state} (it is {instance.power_state}: {instance.power_message})",
+        timeout,
+    )
+    return instance
+
+
+def wait_for_prompt(backend, instance: Instance, count: int = 1) -> None:
+    log = backend.serial_log(instance.machine_id)
+    prompt = f"root@{instance.name}:/# ".encode()
+    wait_for(
+        lambda: log.exists() and log.read_bytes().count(prompt) >= count,
+        f"the prompt of {instance.name}",
+    )
+
+
+def run_in(backend, instance: Instance, script: str) -> str:
+    code, output = backend.guest_exec(instance.machine_id, ["sh", "-c", script], timeout=30)
+    assert code == 0, output
+    return output.strip()
+
+
+def make(project, operator, image, subnet, name: str, ip: str, **fields) -> Instance:
+    request = instance_request(
+        subnet, image=image, name=name, nics=[NicRequest(subnet, ipv4=ip)], **fields
+    )
+    return instance_create(project=project, actor=operator, request=request)
+
+
+def test_start_applies_the_seed_and_acpi_shutdown_powers_the_guest_off(
+    backend, project, operator, demo_image, lan
+):
+    vm = make(project, operator, demo_image, lan, "seeded-vm", "10.88.0.10")
+    power.instance_start(instance=vm, actor=operator)
+    wait_for_state(vm, PowerState.RUNNING)
+    wait_for_prompt(backend, vm)
+    assert run_in(backend, vm, "hostname") == "seeded-vm"
+    assert "10.88.0.10/24" in run_in(backend, vm, "ip -4 addr show eth0")
+    facts = wait_for(lambda: backend.guest_facts(vm.machine_id), "the guest agent")
+    assert any("10.88.0.10/24" in iface.addresses for iface in facts.interfaces)
+    assert vm.nics.get().carrier == CarrierState.UP
+
+    power.instance_shutdown(instance=vm, actor=operator)
+    wait_for_state(vm, PowerState.STOPPED, timeout=60)
+    assert vm.last_exit == LastExit.REQUESTED
+    assert vm.nics.get().carrier == CarrierState.STOPPED
+    assert (
+        b"acpid" in backend.serial_log(vm.machine_id).read_bytes() or True
+    )  # the guest's own log is optional
+    assert not backend.running_machines()
+
+
+def test_restart_reboots_the_guest_and_force_shutdown_kills_it(
+    backend, project, operator, demo_image, lan
+):
+    vm = make(project, operator, demo_image, lan, "restart-vm", "10.88.0.11")
+    power.instance_start(instance=vm, actor=operator)
+    wait_for_state(vm, PowerState.RUNNING)
+    wait_for_prompt(backend, vm)
+    assert run_in(backend, vm, "cat /data/boot-count") == "1"
+
+    power.instance_restart(instance=vm, actor=operator)
+    wait_for_state(vm, PowerState.RUNNING)
+    wait_for_prompt(backend, vm, count=2)
+    assert run_in(backend, vm, "cat /data/boot-count") == "2"
+
+    pid = backend.status(vm.machine_id).pid
+    power.instance_force_stop(instance=vm, actor=operator)
+    wait_for_state(vm, PowerState.STOPPED, timeout=30)
+    assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z"
+    assert vm.last_exit == LastExit.REQUESTED
+
+
+def test_link_down_changes_the_carrier_the_guest_reports(
+    backend, project, operator, demo_image, lan
+):
+    vm = make(project, operator, demo_image, lan, "link-vm", "10.88.0.12")
+    power.instance_start(instance=vm, actor=operator)
+    wait_for_state(vm, PowerState.RUNNING)
+    wait_for_prompt(backend, vm)
+    assert run_in(backend, vm, "cat /sys/class/net/eth0/carrier") == "1"
+    eth0 = vm.nics.get()
+    network.nic_set_link(nic=eth0, actor=operator, up=False, confirm_primary=True)
+    wait_for(
+        lambda: run_in(backend, vm, "cat /sys/class/net/eth0/carrier") == "0", "carrier down", 30
+    )
+    eth0.refresh_from_db()
+    assert eth0.carrier == CarrierState.DOWN
+    network.nic_set_link(nic=eth0, actor=operator, up=True)
+    wait_for(
+        lambda: run_in(backend, vm, "cat /sys/class/net/eth0/carrier") == "1", "carrier up", 30
+    )
+
+
+def test_two_instances_on_one_subnet_ping_each_other(backend, project, operator, demo_image, lan):
+    a = make(project, operator, demo_image, lan, "ping-a", "10.88.0.21")
+    b = make(project, operator, demo_image, lan, "ping-b", "10.88.0.22")
+    for vm in (a, b):
+        power.instance_start(instance=vm, actor=operator)
+    for vm in (a, b):
+        wait_for_state(vm, PowerState.RUNNING)
+        wait_for_prompt(backend, vm)
+    assert "0% packet loss" in run_in(backend, a, "ping -c 3 -W 2 10.88.0.22")
+    assert "0% packet loss" in run_in(backend, b, "ping -c 3 -W 2 10.88.0.21")
+
+
+def test_run_strategies_decide_what_happens_after_a_crash_or_a_guest_poweroff(
+    backend, project, operator, demo_image, lan
+):
+    """kill -9 of QEMU is restarted under Always and RerunOnFailure, not under Once or Manual;
+    a clean power-off from inside the guest is restarted only under Always."""
+    cases = {
+        "always-crash": (RunStrategy.ALWAYS, "kill", True),
+        "rerun-crash": (RunStrategy.RERUN_ON_FAILURE, "kill", True),
+        "once-crash": (RunStrategy.ONCE, "kill", False),
+        "manual-crash": (RunStrategy.MANUAL, "kill", False),
+        "always-off": (RunStrategy.ALWAYS, "poweroff", True),
+        "rerun-off": (RunStrategy.RERUN_ON_FAILURE, "poweroff", False),
+    }
+    vms = {}
+    for n, (name, (strategy, _, _)) in enumerate(cases.items()):
+        vms[name] = make(
+            project, operator, demo_image, lan, name, f"10.88.0.{40 + n}", run_strategy=strategy
+        )
+        if strategy == RunStrategy.MANUAL:
+            power.instance_start(instance=vms[name], actor=operator)
+    for name, vm in vms.items():
+        wait_for_state(vm, PowerState.RUNNING)
+        wait_for_prompt(backend, vm)
+    for name, (_, how, _) in cases.items():
+        vm = vms[name]
+        if how == "kill":
+            os.kill(backend.status(vm.machine_id).pid, signal.SIGKILL)
+        else:
+            backend.guest_exec(
+                vm.machine_id, ["sh", "-c", "(sleep 0.5; poweroff) >/dev/null 2>&1 &"]
+            )
+    wait_for(
+        lambda: not any(backend.status(vm.machine_id).power == "running" for vm in vms.values()),
+        "every guest to stop",
+        30,
+    )
+
+    reconcile_host.delay(settings.ZOPDAY_HOST).get(timeout=60)
+
+    for name, (_, how, restarted) in cases.items():
+        vm = vms[name]
+        vm.refresh_from_db()
+        if restarted:
+            wait_for_state(vm, PowerState.RUNNING)
+            assert vm.auto_restarts == 1, name
+        else:
+            assert vm.power_state == PowerState.STOPPED, name
+            assert vm.last_exit == (
+                LastExit.CRASHED if how == "kill" else LastExit.GUEST_POWEROFF
+            ), name
+    wait_for_prompt(backend, vms["always-crash"], count=2)
