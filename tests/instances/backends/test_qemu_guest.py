@@ -48,7 +48,7 @@ BOOT_TIMEOUT = 180  # TCG on a busy 2-core machine can be slow; a normal boot ta
 @pytest.fixture(scope="session")
 def demo_image() -> Path:
     if shutil.which("qemu-system-x86_64") is None:
-        pytest.skip("qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)")
+        pytest.fail("qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)")
     if not (IMAGE / "vmlinuz").is_file() or not (IMAGE / "initrd.img").is_file():
         build = subprocess.run(
             ["bash", str(REPO / "scripts" / "build_demo_image.sh"), str(IMAGE)],
@@ -57,7 +57,7 @@ def demo_image() -> Path:
             check=False,
         )
         if build.returncode != 0:
-            pytest.skip(f"the demo image could not be built: {build.stderr.strip()[-300:]}")
+            pytest.fail(f"the demo image could not be built: {build.stderr.strip()[-300:]}")
     return IMAGE
 
 
