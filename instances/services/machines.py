@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 SHUTDOWN_TIMEOUT = getattr(settings, "ZOPDAY_SHUTDOWN_TIMEOUT", 60)
 STUCK_AFTER_SECONDS = 300
+POLL_SECONDS = 0.02  # a status read is one short QMP exchange on a local socket
 
 
 def _settle(
@@ -119,7 +120,7 @@ def machine_shutdown(instance_id: int) -> None:
                     "signal. Use Force Shutdown if it is unresponsive.",
                 )
                 return
-            time.sleep(0.2)
+            time.sleep(POLL_SECONDS)
     except BackendError as error:
         _fail(instance, PowerState.STOPPING, error, "shutdown")
         return

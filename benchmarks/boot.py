@@ -1,0 +1,206 @@
+"""Boot and shutdown of the demo guest through the console's stack, next to bare QEMU.
+
+Measures, median of N runs (default 5), on a fresh SQLite database with a private Redis and a
+real Celery worker:
+- instance_start -> serial prompt: from the service call to the guest's shell prompt in the
+  serial log (the request, Celery, the worker, the backend launching QEMU, the guest booting);
+- instance_shutdown -> Stopped: from the service call to the instance reading Stopped;
+and the same two for a bare `qemu-system-x86_64` started with the very argv the backend builds
+(daemonized the same way), shut down with QMP system_powerdown and timed to QEMU's SHUTDOWN
+event. Both use user-mode networking so
+the guest and its hardware are identical. Before each shutdown both wait SETTLE seconds after the
+prompt, so the guest's ACPI daemon is up in either case.
+
+    python benchmarks/boot.py [--runs 5]
+"""
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+WORK = Path(tempfile.mkdtemp(prefix="zb", dir="/tmp"))
+os.environ.update(
+    ZOPDAY_RUN_DIR=str(WORK / "run"),
+    ZOPDAY_MACHINES_DIR=str(WORK / "m"),
+    ZOPDAY_IMAGES_DIR=str(ROOT / "var" / "images"),
+    ZOPDAY_NETWORK_MODE="user",
+    REDIS_URL=f"redis+socket://{WORK / 'redis.sock'}",
+    DJANGO_SETTINGS_MODULE="zopday.settings",
+    ZOPDAY_LOG_LEVEL="WARNING",
+)
+for name in ("DATABASE_URL",):
+    os.environ.pop(name, None)
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+
+from instances.backends import backend_named  # noqa: E402
+from instances.backends.qemu.cmdline import LaunchOptions, build_argv  # noqa: E402
+from instances.backends.qemu.run_folder import RunFolder  # noqa: E402
+from instances.choices import ImageKind, PowerState, Role  # noqa: E402
+from instances.models import Image, Instance  # noqa: E402
+from instances.services import power  # noqa: E402
+from instances.services.instances import InstanceRequest, NicRequest, instance_create  # noqa: E402
+from instances.services.network import subnet_create  # noqa: E402
+from instances.services.projects import membership_set, project_create  # noqa: E402
+from instances.specs import machine_spec  # noqa: E402
+
+PROMPT = b"root@bench-vm:/# "
+SETTLE = 1.0  # after the prompt, let the guest's init start acpid before pressing power
+
+
+def wait(predicate, what: str, timeout: float = 120.0, step: float = 0.01):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not (value := predicate()):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out waiting for {what}")
+        time.sleep(step)
+    return value
+
+
+def prompts(log: Path) -> int:
+    return log.read_bytes().count(PROMPT) if log.exists() else 0
+
+
+def start_services() -> list[subprocess.Popen]:
+    redis = subprocess.Popen(
+        ["redis-server", "--port", "0", "--unixsocket", str(WORK / "redis.sock"), "--save", "",
+         "--appendonly", "no"], stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "zopday", "worker", "--pool", "threads", "-c", "2",
+         "-Q", f"celery,host.{socket.gethostname()}", "--loglevel", "WARNING"],
+        cwd=ROOT, stdout=(WORK / "worker.log").open("w"), stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    from zopday.celery import app
+
+    wait(lambda: app.control.ping(timeout=0.5), "the worker", 60, 0.2)
+    return [worker, redis]
+
+
+def product_run(instance: Instance, user) -> tuple[float, float]:  # type: ignore[no-untyped-def]
+    log = backend_named("qemu").serial_log(instance.machine_id)
+    seen = prompts(log)
+    started = time.perf_counter()
+    power.instance_start(instance=instance, actor=user)
+    wait(lambda: prompts(log) > seen, "the prompt")
+    booted = time.perf_counter() - started
+
+    wait(
+        lambda: Instance.objects.filter(pk=instance.pk, power_state=PowerState.RUNNING).exists(),
+        "Running",
+    )
+    instance.refresh_from_db()
+    time.sleep(SETTLE)
+    started = time.perf_counter()
+    power.instance_shutdown(instance=instance, actor=user)
+    wait(
+        lambda: Instance.objects.filter(pk=instance.pk, power_state=PowerState.STOPPED).exists(),
+        "Stopped",
+    )
+    stopped = time.perf_counter() - started
+    instance.refresh_from_db()
+    return booted, stopped
+
+
+def bare_run(argv: list[str], run: RunFolder) -> tuple[float, float]:
+    seen = prompts(run.serial_log)
+    started = time.perf_counter()
+    subprocess.run(argv, check=True)
+    wait(lambda: prompts(run.serial_log) > seen, "the bare prompt")
+    booted = time.perf_counter() - started
+    pid = int(run.qemu_pidfile.read_text())
+
+    time.sleep(SETTLE)
+    started = time.perf_counter()
+    with socket.socket(socket.AF_UNIX) as qmp:
+        qmp.connect(str(run.qmp_socket))
+        stream = qmp.makefile("rwb")
+        stream.readline()  # greeting
+        for command in ("qmp_capabilities", "system_powerdown"):
+            stream.write(json.dumps({"execute": command}).encode() + b"\n")
+            stream.flush()
+        while json.loads(stream.readline()).get("event") != "SHUTDOWN":
+            pass  # command replies and other events
+        stopped = time.perf_counter() - started
+    wait(lambda: not Path(f"/proc/{pid}").exists(), "the bare QEMU to exit")
+    return booted, stopped
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    if not (ROOT / "var/images/demo/initrd.img").exists():
+        subprocess.run(["bash", str(ROOT / "scripts/build_demo_image.sh")], check=True)
+    call_command("migrate", verbosity=0)
+    processes = start_services()
+    try:
+        user = get_user_model().objects.create_user("bench")
+        project = project_create(slug="bench", name="Bench", actor=user)
+        membership_set(project=project, user=user, role=Role.ADMIN, actor=user)
+        image = Image.objects.create(
+            name="demo", kind=ImageKind.KERNEL, path=str(ROOT / "var/images/demo")
+        )
+        subnet = subnet_create(
+            project=project, actor=user, name="lan", zone="local-1a", cidr_v4="10.66.0.0/24"
+        )
+        nic = NicRequest(subnet=subnet, ipv4="10.66.0.5")
+        request = InstanceRequest(
+            name="bench-vm", zone="local-1a", root_image=image, root_size_gb=1, nics=[nic]
+        )
+        instance = instance_create(project=project, actor=user, request=request)
+
+        product = [product_run(instance, user) for _ in range(args.runs)]
+
+        # The bare run: the argv the backend built, with -no-shutdown dropped so QEMU exits on
+        # power-off, in a run folder of its own holding a copy of the same disk and seed.
+        backend = backend_named("qemu")
+        ours = RunFolder(backend.root / instance.machine_id)
+        bare = RunFolder(WORK / "bare" / "b-1")
+        bare.path.mkdir(parents=True)
+        shutil.copy(ours.seed_iso, bare.seed_iso)
+        (WORK / "bare" / "disks").mkdir()
+        for disk in instance.disks.all():
+            shutil.copy(ours.disk_path(disk.device_name), bare.disk_path(disk.device_name))
+        argv = build_argv(machine_spec(instance), bare, LaunchOptions(accel=backend.accel))
+        argv = [arg for arg in argv if arg != "-no-shutdown"]
+        baseline = [bare_run(argv, bare) for _ in range(args.runs)]
+    finally:
+        for process in processes:
+            process.terminate()
+            process.wait(timeout=30)
+
+    rows = {
+        "start_to_prompt": ([p[0] for p in product], [b[0] for b in baseline]),
+        "shutdown_to_stopped": ([p[1] for p in product], [b[1] for b in baseline]),
+    }
+    print(f"{'':<22}{'console s':>10}{'bare qemu s':>12}{'ratio':>7}   (median of {args.runs})")
+    ratios = {}
+    for name, (ours_s, bare_s) in rows.items():
+        ratios[name] = statistics.median(ours_s) / statistics.median(bare_s)
+        ours_median, bare_median = statistics.median(ours_s), statistics.median(bare_s)
+        print(f"{name:<22}{ours_median:>10.2f}{bare_median:>12.2f}{ratios[name]:>7.2f}")
+    for name, ratio in ratios.items():
+        print(f"figure: {name}_vs_bare_qemu = {ratio:.2f} x")
+    for name, (ours_s, _) in rows.items():
+        print(f"figure: {name} = {statistics.median(ours_s):.2f} s")
+    shutil.rmtree(WORK, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
