@@ -3,6 +3,7 @@
 from dataclasses import dataclass
 
 from instances.choices import POWER_TRANSITIONAL, PowerState, Role, RunStrategy
+from instances.errors import ActionRefused
 from instances.models import Instance
 
 
@@ -29,8 +30,22 @@ def _state_label(instance: Instance) -> str:
     return instance.get_power_state_display().lower()
 
 
-def start(instance: Instance, role: Role | None) -> Allowed:
+# Backends whose machines the console can power on and off so far.
+POWER_BACKENDS = frozenset({"qemu"})
+
+
+def _power_check(instance: Instance, role: Role | None) -> Allowed:
     if not (allowed := _role_check(role, Role.OPERATOR)):
+        return allowed
+    if instance.backend not in POWER_BACKENDS:
+        return Allowed(
+            False, f"Power operations on {instance.backend} instances are not available yet."
+        )
+    return YES
+
+
+def start(instance: Instance, role: Role | None) -> Allowed:
+    if not (allowed := _power_check(instance, role)):
         return allowed
     if instance.run_strategy == RunStrategy.HALTED:
         return Allowed(False, "The run strategy is Halted: change it before starting.")
@@ -40,7 +55,7 @@ def start(instance: Instance, role: Role | None) -> Allowed:
 
 
 def _running_only(instance: Instance, role: Role | None) -> Allowed:
-    if not (allowed := _role_check(role, Role.OPERATOR)):
+    if not (allowed := _power_check(instance, role)):
         return allowed
     if instance.power_state != PowerState.RUNNING:
         return Allowed(False, f"The instance is {_state_label(instance)}.")
@@ -48,7 +63,7 @@ def _running_only(instance: Instance, role: Role | None) -> Allowed:
 
 
 def force_stop(instance: Instance, role: Role | None) -> Allowed:
-    if not (allowed := _role_check(role, Role.OPERATOR)):
+    if not (allowed := _power_check(instance, role)):
         return allowed
     if instance.power_state in STOPPED_STATES:
         return Allowed(False, f"The instance is {_state_label(instance)}.")
@@ -84,6 +99,17 @@ def detach_disk(instance: Instance, role: Role | None) -> Allowed:
     return YES
 
 
+def manage(role: Role | None) -> Allowed:
+    """Create and remove project resources: subnets, SSH keys, disks, Elastic IPs."""
+    return _role_check(role, Role.OPERATOR)
+
+
+def require(allowed: Allowed) -> None:
+    """Services call this: a refused action raises with the reason the button shows."""
+    if not allowed:
+        raise ActionRefused(allowed.reason)
+
+
 def view_password(instance: Instance, role: Role | None) -> Allowed:
     return _role_check(role, Role.ADMIN)
 
@@ -102,3 +128,47 @@ RULES = {
 
 def instance_allowed_actions(instance: Instance, role: Role | None) -> dict[str, Allowed]:
     return {name: rule(instance, role) for name, rule in RULES.items()}
+
+
+# ---- consoles --------------------------------------------------------------------------------
+# Kept apart from RULES (the power and configuration actions the API lists): the console pages,
+# the ticket view and the console proxy all decide through these.
+CONSOLE_STATES = (PowerState.RUNNING, PowerState.RESTARTING)
+
+
+def console(instance: Instance, role: Role | None) -> Allowed:
+    """Open a console of a running instance; viewers watch it read-only."""
+    if not (allowed := _role_check(role, Role.VIEWER)):
+        return allowed
+    if instance.power_state not in CONSOLE_STATES:
+        return Allowed(False, f"The instance is {_state_label(instance)}: start it first.")
+    return YES
+
+
+def console_interactive(instance: Instance, role: Role | None) -> Allowed:
+    """Type into a console, and take the keyboard over from another operator."""
+    if not (allowed := _role_check(role, Role.OPERATOR)):
+        return allowed
+    return console(instance, role)
+
+
+def serial_log(instance: Instance, role: Role | None) -> Allowed:
+    """Download everything the guest printed on its serial port (kept across power-offs)."""
+    return _role_check(role, Role.VIEWER)
+
+
+def console_recordings(instance: Instance, role: Role | None) -> Allowed:
+    """Replay or download the asciicast recordings of console sessions."""
+    return _role_check(role, Role.ADMIN)
+
+
+CONSOLE_RULES = {
+    "console": console,
+    "console_interactive": console_interactive,
+    "serial_log": serial_log,
+    "console_recordings": console_recordings,
+}
+
+
+def instance_console_actions(instance: Instance, role: Role | None) -> dict[str, Allowed]:
+    return {name: rule(instance, role) for name, rule in CONSOLE_RULES.items()}

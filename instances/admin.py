@@ -3,7 +3,10 @@ from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 
 from instances.models import (
+    ApiToken,
     AuditEvent,
+    ConsoleSession,
+    ConsoleTicket,
     Disk,
     DiskSnapshot,
     ElasticIP,
@@ -175,3 +178,70 @@ class DiskSnapshotAdmin(admin.ModelAdmin):
     list_filter = ["consistent"]
     search_fields = ["name", "disk__name"]
     list_select_related = ["disk"]
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """Tokens are made with `manage.py api_token create`, the one place the plaintext shows;
+    here they can be read, given an expiry, or deleted to revoke them."""
+
+    list_display = ["name", "user", "prefix", "created_at", "last_used_at", "expires_at"]
+    list_filter = ["expires_at"]
+    search_fields = ["name", "prefix", "user__username"]
+    list_select_related = ["user"]
+    readonly_fields = ["user", "prefix", "token_hash", "created_at", "last_used_at"]
+
+    def has_add_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
+        return False
+
+
+@admin.register(ConsoleSession)
+class ConsoleSessionAdmin(admin.ModelAdmin):
+    """Console sessions are audit records: read-only here (replay recordings from the
+    instance's Console recordings page)."""
+
+    list_display = [
+        "started_at",
+        "username",
+        "instance_name",
+        "kind",
+        "read_only",
+        "ended_at",
+        "bytes_to_guest",
+        "bytes_from_guest",
+    ]
+    list_filter = ["kind", "read_only", "project"]
+    search_fields = ["username", "instance_name", "project__slug", "recording"]
+    date_hierarchy = "started_at"
+    list_select_related = ["project"]
+
+    def has_add_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
+        return False
+
+
+@admin.register(ConsoleTicket)
+class ConsoleTicketAdmin(admin.ModelAdmin):
+    """Tickets are made by the console pages and used within a minute; only their hashes are
+    stored, so there is nothing to copy from here."""
+
+    list_display = [
+        "created_at",
+        "user",
+        "instance",
+        "kind",
+        "read_only",
+        "expires_at",
+        "claimed_at",
+    ]
+    list_filter = ["kind", "read_only"]
+    search_fields = ["user__username", "instance__name", "kind"]
+    list_select_related = ["user", "instance"]
+
+    def has_add_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
+        return False

@@ -56,7 +56,7 @@ class InstanceForm(forms.Form):
         label="Root disk bus", choices=DiskBus.choices, initial=DiskBus.AUTO
     )
     cdrom_image = forms.ModelChoiceField(
-        queryset=Image.objects.none(), required=False, label="CD-ROM (ISO)"
+        queryset=Image.objects.none(), required=False, label="CD-ROM (ISO)", empty_label="No CD-ROM"
     )
     # Cloud-init & SSH keys
     user_data_mode = forms.ChoiceField(
@@ -66,7 +66,10 @@ class InstanceForm(forms.Form):
         required=False, widget=forms.Textarea(attrs={"rows": 8, "spellcheck": "false"})
     )
     ssh_keys = forms.ModelMultipleChoiceField(
-        queryset=SSHKey.objects.none(), required=False, widget=forms.CheckboxSelectMultiple
+        queryset=SSHKey.objects.none(),
+        required=False,
+        label="SSH keys",
+        widget=forms.CheckboxSelectMultiple,
     )
     # Firmware & security
     bootloader = forms.ChoiceField(choices=Bootloader.choices, initial=Bootloader.BIOS)

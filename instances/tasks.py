@@ -72,7 +72,8 @@ def reconcile_host(host: str) -> None:
 @shared_task(name="instances.reconcile")
 def reconcile() -> None:
     """Fan out: each host's worker reconciles the instances it runs."""
-    hosts = set(Instance.objects.values_list("host", flat=True).distinct())
+    local = Instance.objects.filter(backend="qemu")
+    hosts = set(local.values_list("host", flat=True).distinct())
     hosts.add(settings.ZOPDAY_HOST)
     for host in hosts:
         reconcile_host.apply_async(args=[host], queue=f"host.{host}", expires=10)

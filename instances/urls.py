@@ -1,6 +1,6 @@
 from django.urls import path
 
-from instances.views import catalog, components, instances, projects
+from instances.views import catalog, components, consoles, instances, projects
 
 P = "projects/<slug:project_slug>/"
 INSTANCE = P + "instances/<int:pk>/"
@@ -22,6 +22,26 @@ urlpatterns = [
     path(INSTANCE + "delete/", instances.instance_delete_view, name="instance-delete"),
     path(INSTANCE + "disks/<str:action>/", components.disk_action, name="instance-disk-action"),
     path(INSTANCE + "nics/<str:action>/", components.nic_action, name="instance-nic-action"),
+    path(INSTANCE + "console/<str:kind>/", consoles.console_page, name="instance-console"),
+    path(
+        INSTANCE + "console/<str:kind>/ticket/",
+        consoles.console_ticket,
+        name="instance-console-ticket",
+    ),
+    path(INSTANCE + "serial.log", consoles.serial_log_download, name="instance-serial-log"),
+    path(
+        INSTANCE + "console-sessions/", consoles.console_sessions, name="instance-console-sessions"
+    ),
+    path(
+        INSTANCE + "console-sessions/<int:session_id>/replay/",
+        consoles.console_replay,
+        name="instance-console-replay",
+    ),
+    path(
+        INSTANCE + "console-sessions/<int:session_id>/recording.cast",
+        consoles.console_recording,
+        name="instance-console-recording",
+    ),
     path(P + "subnets/", catalog.subnet_list, name="subnet-list"),
     path(P + "subnets/<int:pk>/delete/", catalog.subnet_delete, name="subnet-delete"),
     path(P + "ssh-keys/", catalog.ssh_key_list, name="ssh-key-list"),

@@ -6,6 +6,7 @@ import re
 from base64 import b64decode, b64encode
 
 import yaml
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives.serialization import load_ssh_public_key
 from django.core.exceptions import ValidationError
 
@@ -81,7 +82,7 @@ def parse_ssh_public_key(value: str) -> tuple[str, str]:
     parts = text.split(" ", 2)
     try:
         key = load_ssh_public_key(" ".join(parts[:2]).encode())
-    except (ValueError, TypeError, IndexError):
+    except (ValueError, TypeError, IndexError, UnsupportedAlgorithm):
         raise ValidationError(
             "This is not a valid OpenSSH public key. It should look like "
             "'ssh-ed25519 AAAAC3Nza... user@host'.",

@@ -14,4 +14,8 @@ copy() {  # copy PACKAGE DEST FILE...
     node -e "console.log(require('./node_modules/$package/package.json').version)" > "$dest/VERSION"
 }
 copy htmx.org htmx dist/htmx.min.js
+copy @xterm/xterm xterm lib/xterm.js css/xterm.css
+copy @xterm/addon-fit xterm-addon-fit lib/addon-fit.js
+# noVNC is native ES modules, loaded as they are: its core/ and the vendor/ code core/ imports.
+copy @novnc/novnc novnc core vendor
 echo "Vendored into static/vendor:"; find static/vendor -type f | sort

@@ -49,3 +49,60 @@ def stop(process: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+def start_console_proxy(port: int, origins: list[str], log_path: Path) -> subprocess.Popen:
+    """`manage.py consoleproxy` on the test database; returns once /healthz answers."""
+    import urllib.request
+
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url_for_children(),
+        "PYTHONUNBUFFERED": "1",
+        "CONSOLEPROXY_ALLOWED_ORIGINS": ",".join(origins),
+        "ZOPDAY_MACHINES_DIR": str(settings.ZOPDAY_MACHINES_DIR),
+        "ZOPDAY_RUN_DIR": str(settings.RUN_DIR),
+    }
+    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # the proxy must keep Django's async safety on
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "consoleproxy", "--host", "localhost", "--port", str(port)],
+        cwd=ROOT, env=env, stdout=log_path.open("w"), stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the console proxy exited: {log_path.read_text()[-2000:]}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1):
+                return process
+        except OSError:
+            time.sleep(0.1)
+    process.kill()
+    raise RuntimeError(f"the console proxy did not answer in 30 s: {log_path.read_text()[-2000:]}")
+
+
+def start_celery_worker_on(
+    log_path: Path, queues: str, env: dict[str, str] | None = None
+) -> subprocess.Popen:
+    """A real worker (4 threads) on the given queues with extra environment; returns once it
+    answers a ping addressed to it."""
+    from zopday.celery import app
+
+    name = f"w{time.monotonic_ns()}@{settings.ZOPDAY_HOST}"
+    full_env = {
+        **os.environ, "DATABASE_URL": database_url_for_children(), "PYTHONUNBUFFERED": "1",
+        **(env or {}),
+    }  # fmt: skip
+    process = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "zopday", "worker", "--pool", "threads", "-c", "4",
+         "--loglevel", "INFO", "-Q", queues, "-n", name, "--without-gossip", "--without-mingle"],
+        cwd=ROOT, env=full_env, stdout=log_path.open("w"), stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the Celery worker exited: {log_path.read_text()[-2000:]}")
+        if app.control.ping(destination=[name], timeout=0.5):
+            return process
+    process.kill()
+    raise RuntimeError(f"the Celery worker did not answer in 60 s: {log_path.read_text()[-2000:]}")

@@ -74,6 +74,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "template_partials",
+    "ninja",  # serves the API docs page's assets locally
     "instances",
     "provisioning",
 ]
@@ -199,6 +200,32 @@ ZOPDAY_EIP_POOL = env("ZOPDAY_EIP_POOL", "198.51.100.0/24")
 # Console proxy: where browsers reach it.
 CONSOLEPROXY_HOST = env("CONSOLEPROXY_HOST", "127.0.0.1")
 CONSOLEPROXY_PORT = envint("CONSOLEPROXY_PORT", 8765)
+# The websocket URL browsers open, without the path; empty: the page's own host name on
+# CONSOLEPROXY_PORT (ws:// or wss:// like the page).
+CONSOLEPROXY_URL = env("CONSOLEPROXY_URL", "")
+# The web server's port (bin/zop run serves on it): the default origins allowed to open consoles.
+ZOPDAY_PORT = envint("ZOPDAY_PORT", 8000)
+
+
+def _default_console_origins() -> list[str]:
+    """Pages of the console itself: every ALLOWED_HOSTS name on the web port, http and https,
+    and https on its default port (behind a TLS reverse proxy). Wildcards are left out."""
+    origins = []
+    for host in ALLOWED_HOSTS:
+        if host == "*" or host.startswith("."):
+            continue
+        origins += [f"http://{host}:{ZOPDAY_PORT}", f"https://{host}:{ZOPDAY_PORT}"]
+        origins.append(f"https://{host}")
+    return origins
+
+
+# Origins (scheme://host[:port]) whose pages may open console websockets; others get 403.
+CONSOLEPROXY_ALLOWED_ORIGINS = envlist("CONSOLEPROXY_ALLOWED_ORIGINS", _default_console_origins())
+# How long a console ticket may wait to be used (at most a minute), and how much recent
+# serial/exec output a viewer who attaches late is shown first.
+CONSOLE_TICKET_SECONDS = min(envint("CONSOLE_TICKET_SECONDS", 30), 60)
+CONSOLE_HISTORY_BYTES = envint("CONSOLE_HISTORY_BYTES", 64 * 1024)
+# Recordings of serial and exec sessions are asciicast v2 files in RUN_DIR / "recordings".
 
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the page, not the cookie
@@ -221,4 +248,37 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env("ZOPDAY_LOG_LEVEL", "INFO")},
+}
+
+
+# ---- Provisioning (provisioning/) ------------------------------------------------------------
+def _generated_secrets_key() -> str:
+    """A Fernet key generated once into the run folder; it encrypts cloud account secrets."""
+    from cryptography.fernet import Fernet
+
+    path = RUN_DIR / "secrets_key"
+    if not path.exists():
+        path.write_bytes(Fernet.generate_key())
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+# Encrypts cloud account secrets at rest. Set it in production and keep it: losing it makes
+# every stored secret unreadable.
+ZOPDAY_SECRETS_KEY = env("ZOPDAY_SECRETS_KEY") or _generated_secrets_key()
+# A pipeline step retries a transient cloud error this many times, backing off from BASE seconds.
+ZOPDAY_PROVISIONING_RETRY_ATTEMPTS = envint("ZOPDAY_PROVISIONING_RETRY_ATTEMPTS", 5)
+ZOPDAY_PROVISIONING_RETRY_BASE_SECONDS = float(env("ZOPDAY_PROVISIONING_RETRY_BASE_SECONDS", "1"))
+# A running step holds a lease it renews while it works; a step whose worker died is taken over
+# once the lease has run out.
+ZOPDAY_PROVISIONING_LEASE_SECONDS = envint("ZOPDAY_PROVISIONING_LEASE_SECONDS", 120)
+# How long stepCreateVMs waits for the bootstrap sentinel on every VM, and how often it asks.
+ZOPDAY_PROVISIONING_READY_TIMEOUT = envint("ZOPDAY_PROVISIONING_READY_TIMEOUT", 900)
+ZOPDAY_PROVISIONING_POLL_SECONDS = float(env("ZOPDAY_PROVISIONING_POLL_SECONDS", "5"))
+# The Celery queue pipeline steps go to (the default queue, which every worker consumes).
+ZOPDAY_PROVISIONING_QUEUE = env("ZOPDAY_PROVISIONING_QUEUE", "celery")
+CELERY_BEAT_SCHEDULE["resume-provisioning-jobs"] = {
+    "task": "provisioning.resume_stalled",
+    "schedule": float(envint("ZOPDAY_PROVISIONING_RESUME_SECONDS", 15)),
+    "options": {"expires": 30},
 }

@@ -151,6 +151,9 @@ class Backend(Protocol):
     def guest_exec(self, machine_id: str, argv: list[str], timeout: float = 10) -> tuple[int, str]:
         """Run a command in the guest through its agent; exit code and output."""
 
+    def serial_log(self, machine_id: str) -> Path:
+        """Everything the guest printed on its serial port since it was defined."""
+
     def console_socket(self, machine_id: str, kind: str) -> Path:
         """The unix socket of a console kind: "serial", "vnc" or "exec"."""
 

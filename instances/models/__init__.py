@@ -1,13 +1,18 @@
 from .audit import AuditEvent
+from .consoles import ConsoleSession, ConsoleTicket
 from .disks import Disk, DiskSnapshot
 from .images import Image
 from .keys import SSHKey
 from .machines import Instance
 from .network import ElasticIP, IPLease, NetworkInterface, Subnet
 from .projects import Membership, Project
+from .tokens import ApiToken
 
 __all__ = [
+    "ApiToken",
     "AuditEvent",
+    "ConsoleSession",
+    "ConsoleTicket",
     "Disk",
     "DiskSnapshot",
     "ElasticIP",

@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
@@ -47,7 +48,9 @@ class Disk(models.Model):
 
     def clean(self) -> None:
         errors: dict[str, str] = {}
-        if self.instance_id and self.instance and self.zone != self.instance.zone:
+        if self.zone not in settings.ZOPDAY_ZONES:
+            errors["zone"] = f"Choose one of the zones: {', '.join(settings.ZOPDAY_ZONES)}."
+        elif self.instance_id and self.instance and self.zone != self.instance.zone:
             errors["zone"] = (
                 f"The disk is in {self.zone} but the instance is in {self.instance.zone}; "
                 "a disk must be in its instance's zone."
@@ -66,8 +69,14 @@ class Disk(models.Model):
                 errors["size_gb"] = (
                     f"{self.image.name} needs a disk of at least {self.image.min_disk_gb} GB."
                 )
-        if self.role != DiskRole.CDROM and not 1 <= self.size_gb <= 16384:
+        if self.role == DiskRole.CDROM:
+            self.size_gb = 0  # a drive has no size of its own; its medium has
+        elif not 1 <= self.size_gb <= 16384:
             errors["size_gb"] = "Disk size must be between 1 and 16384 GB."
+        if self.role == DiskRole.ROOT and self.instance_id:
+            others = Disk.objects.filter(instance_id=self.instance_id, role=DiskRole.ROOT)
+            if others.exclude(pk=self.pk).exists():
+                errors["role"] = "An instance has one root disk; add this one as a secondary disk."
         if errors:
             raise ValidationError(errors)
 

@@ -84,7 +84,11 @@ class Subnet(models.Model):
                 nets.append(net)
                 self._check_overlap(field, net, errors)
         v4 = next((n for n in nets if n.version == 4), None)
-        if self.gateway and v4 and ipaddress.ip_address(self.gateway) not in v4:
+        try:
+            gateway = ipaddress.ip_address(self.gateway) if self.gateway else None
+        except ValueError:
+            gateway = None  # not an address: clean_fields() says so
+        if gateway and v4 and gateway not in v4:
             errors.setdefault("gateway", []).append(
                 ValidationError(f"The gateway must be inside {v4}.")
             )

@@ -27,6 +27,10 @@ def check_static_address(subnet: Subnet, address: str, field: str, version: int)
         raise ValidationError({field: f"{address} is not an IPv{version} address."}) from None
     if ip.version != version:
         raise ValidationError({field: f"{address} is not an IPv{version} address."})
+    if getattr(ip, "scope_id", None):
+        raise ValidationError(
+            {field: f"Give {address} without a %scope: it is the guest's address."}
+        )
     net = subnet.network_v4 if ip.version == 4 else subnet.network_v6
     if net is None:
         raise ValidationError({field: f"Subnet {subnet.name} has no IPv{ip.version} range."})

@@ -223,7 +223,7 @@ def reconcile_host(host: str) -> None:
     4. Running in both: refresh the carrier state of its NICs.
     """
     stuck_before = timezone.now() - timedelta(seconds=STUCK_AFTER_SECONDS)
-    for instance in Instance.objects.filter(host=host).select_related("project"):
+    for instance in Instance.objects.filter(host=host, backend="qemu").select_related("project"):
         try:
             status = backend_named(instance.backend).status(instance.machine_id)
         except BackendError as error:

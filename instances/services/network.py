@@ -31,6 +31,7 @@ def subnet_create(
     gateway: str | None = None,
     dns_resolvers: str = "",
 ) -> Subnet:
+    actions.require(actions.manage(project_role(actor, project)))
     subnet = Subnet(
         project=project,
         name=name,
@@ -48,6 +49,7 @@ def subnet_create(
 
 @transaction.atomic
 def subnet_delete(*, subnet: Subnet, actor: AbstractBaseUser) -> None:
+    actions.require(actions.manage(project_role(actor, subnet.project)))
     if subnet.nics.exists():
         raise ActionRefused(
             f"Subnet {subnet.name} still has interfaces attached; remove them first."
@@ -119,16 +121,11 @@ def build_nic(
     return nic
 
 
-def _require(allowed: actions.Allowed) -> None:
-    if not allowed:
-        raise ActionRefused(allowed.reason)
-
-
 def nic_add(
     *, instance: Instance, actor: AbstractBaseUser, subnet: Subnet, **options: str
 ) -> NetworkInterface:
     """Attach the instance to another subnet; the interface appears at the next start."""
-    _require(actions.configure(instance, project_role(actor, instance.project)))
+    actions.require(actions.configure(instance, project_role(actor, instance.project)))
     with transaction.atomic():
         used = set(instance.nics.values_list("index", flat=True))
         index = next(i for i in range(len(used) + 1) if i not in used)
@@ -139,7 +136,7 @@ def nic_add(
 
 def nic_remove(*, nic: NetworkInterface, actor: AbstractBaseUser) -> None:
     instance = nic.instance
-    _require(actions.configure(instance, project_role(actor, instance.project)))
+    actions.require(actions.configure(instance, project_role(actor, instance.project)))
     if instance.power_state != PowerState.STOPPED:
         raise ActionRefused("Stop the instance before removing an interface.")
     with transaction.atomic():
@@ -152,7 +149,7 @@ def nic_set_link(
 ) -> None:
     """Set the desired link state; taking the primary interface down needs a confirmation."""
     instance = nic.instance
-    _require(actions.configure(instance, project_role(actor, instance.project)))
+    actions.require(actions.configure(instance, project_role(actor, instance.project)))
     if not up and nic.primary and not confirm_primary:
         raise ActionRefused(
             f"{nic.name} is the primary interface: taking its link down can cut the instance off "
@@ -173,6 +170,7 @@ def nic_set_link(
 
 @transaction.atomic
 def eip_allocate(*, project: Project, actor: AbstractBaseUser) -> ElasticIP:
+    actions.require(actions.manage(project_role(actor, project)))
     pool = ipaddress.IPv4Network(settings.ZOPDAY_EIP_POOL)
     taken = set(ElasticIP.objects.values_list("address", flat=True))
     address = next((str(ip) for ip in pool.hosts() if str(ip) not in taken), None)
@@ -185,6 +183,7 @@ def eip_allocate(*, project: Project, actor: AbstractBaseUser) -> ElasticIP:
 
 @transaction.atomic
 def eip_associate(*, eip: ElasticIP, nic: NetworkInterface, actor: AbstractBaseUser) -> None:
+    actions.require(actions.manage(project_role(actor, eip.project)))
     if nic.instance.project_id != eip.project_id:
         raise ValidationError({"nic": "Choose an interface of this project."})
     if not nic.ipv4:
@@ -205,6 +204,7 @@ def eip_associate(*, eip: ElasticIP, nic: NetworkInterface, actor: AbstractBaseU
 @transaction.atomic
 def eip_release(*, eip: ElasticIP, actor: AbstractBaseUser) -> None:
     """Disassociate the address if it is associated, else give it back to the pool."""
+    actions.require(actions.manage(project_role(actor, eip.project)))
     if eip.nic_id:
         eip.nic = None
         eip.save(update_fields=["nic"])

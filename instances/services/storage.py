@@ -6,7 +6,7 @@ from django.db import transaction
 
 from instances import actions
 from instances.access import project_role
-from instances.choices import DiskRole, ImageKind, PowerState, Role
+from instances.choices import DiskRole, ImageKind, PowerState
 from instances.errors import ActionRefused
 from instances.models import Disk, DiskSnapshot, Image, Instance, Project
 from instances.services.audit import audit_record
@@ -14,9 +14,12 @@ from instances.services.queueing import enqueue_host_task
 from instances.validators import validate_dns_label
 
 
-def _require(allowed: actions.Allowed) -> None:
-    if not allowed:
-        raise ActionRefused(allowed.reason)
+def _require_change(disk: Disk, actor: AbstractBaseUser) -> None:
+    """An attached disk changes with its instance's rules, a free one with the project's."""
+    role = project_role(actor, disk.project)
+    actions.require(
+        actions.configure(disk.instance, role) if disk.instance else actions.manage(role)
+    )
 
 
 @transaction.atomic
@@ -31,6 +34,7 @@ def disk_create(
     image: Image | None = None,
     role: str = DiskRole.SECONDARY,
 ) -> Disk:
+    actions.require(actions.manage(project_role(actor, project)))
     disk = Disk(
         project=project, zone=zone, name=name, size_gb=size_gb, bus=bus, image=image, role=role
     )
@@ -42,7 +46,7 @@ def disk_create(
 
 def disk_attach(*, disk: Disk, instance: Instance, actor: AbstractBaseUser) -> None:
     """Attach a free disk; a running instance gets it hot-plugged (virtio) at once."""
-    _require(actions.configure(instance, project_role(actor, instance.project)))
+    actions.require(actions.configure(instance, project_role(actor, instance.project)))
     if disk.project_id != instance.project_id:
         raise ValidationError({"disk": "Choose a disk of this project."})
     if disk.instance_id and disk.instance_id != instance.pk:
@@ -69,7 +73,7 @@ def disk_detach(*, disk: Disk, actor: AbstractBaseUser) -> None:
     instance = disk.instance
     if instance is None:
         raise ActionRefused(f"{disk.name} is not attached.")
-    _require(actions.detach_disk(instance, project_role(actor, instance.project)))
+    actions.require(actions.detach_disk(instance, project_role(actor, instance.project)))
     with transaction.atomic():
         disk.instance = None
         disk.save(update_fields=["instance"])
@@ -80,10 +84,9 @@ def disk_detach(*, disk: Disk, actor: AbstractBaseUser) -> None:
 def disk_resize(*, disk: Disk, actor: AbstractBaseUser, size_gb: int) -> None:
     """Grow a disk (shrinking would destroy data, so it is refused)."""
     role = project_role(actor, disk.project)
-    if disk.instance:
-        _require(actions.configure(disk.instance, role))
-    elif role is None or not role.allows(Role.OPERATOR):
-        raise ActionRefused("Needs the operator role.")
+    actions.require(
+        actions.configure(disk.instance, role) if disk.instance else actions.manage(role)
+    )
     if disk.role not in (DiskRole.ROOT, DiskRole.SECONDARY):
         raise ValidationError({"size_gb": "Only root and secondary disks can be resized."})
     if size_gb <= disk.size_gb:
@@ -105,7 +108,7 @@ def disk_snapshot(*, disk: Disk, actor: AbstractBaseUser, name: str) -> DiskSnap
     """Snapshot a disk; the guest's filesystems are frozen around it when it runs."""
     if disk.instance is None:
         raise ActionRefused("Attach the disk to an instance to snapshot it.")
-    _require(actions.configure(disk.instance, project_role(actor, disk.project)))
+    actions.require(actions.configure(disk.instance, project_role(actor, disk.project)))
     try:
         validate_dns_label(name)
     except ValidationError as error:
@@ -134,8 +137,10 @@ def _change_media(disk: Disk, actor: AbstractBaseUser, image: Image | None) -> N
         raise ValidationError({"image": f"{image.name} is not an ISO image."})
     if image is not None and image.project_id not in (None, disk.project_id):
         raise ValidationError({"image": "Choose an ISO of this project or a shared one."})
-    if disk.instance:
-        _require(actions.configure(disk.instance, project_role(actor, disk.project)))
+    role = project_role(actor, disk.project)
+    actions.require(
+        actions.configure(disk.instance, role) if disk.instance else actions.manage(role)
+    )
     with transaction.atomic():
         disk.image = image
         disk.save(update_fields=["image"])

@@ -22,7 +22,7 @@ def subnet_list(request: AuthedRequest, project_slug: str) -> HttpResponse:
     project, role = project_for_user(request.user, project_slug)
     form = SubnetForm(request.POST or None)
     if request.method == "POST":
-        project, role = project_for_user(request.user, project_slug, Role.ADMIN)
+        project, role = project_for_user(request.user, project_slug, Role.OPERATOR)
         if form.is_valid():
             try:
                 subnet = network.subnet_create(
@@ -45,14 +45,14 @@ def subnet_list(request: AuthedRequest, project_slug: str) -> HttpResponse:
         )
         rows.append((subnet, usable))
     context = {"project": project, "role": role, "rows": rows, "form": form,
-               "can_edit": role.allows(Role.ADMIN)}  # fmt: skip
+               "can_edit": role.allows(Role.OPERATOR)}  # fmt: skip
     return render(request, "instances/subnet_list.html", context)
 
 
 @require_POST
 @login_required
 def subnet_delete(request: AuthedRequest, project_slug: str, pk: int) -> HttpResponse:
-    subnet, _ = subnet_for_user(request.user, project_slug, pk, Role.ADMIN)
+    subnet, _ = subnet_for_user(request.user, project_slug, pk, Role.OPERATOR)
     try:
         network.subnet_delete(subnet=subnet, actor=request.user)
     except ActionRefused as refused:

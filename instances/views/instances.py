@@ -16,7 +16,7 @@ from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 
 from instances import selectors
 from instances.access import instance_for_user, project_for_user
-from instances.actions import instance_allowed_actions
+from instances.actions import instance_allowed_actions, instance_console_actions
 from instances.choices import (
     POWER_TRANSITIONAL,
     DiskRole,
@@ -39,6 +39,7 @@ from instances.services.instances import (
     instance_delete,
     instance_set_run_strategy,
 )
+from instances.views.consoles import console_links
 
 PAGE_SIZE = 50
 TABS = ("overview", "storage", "networking", "user-data", "events")
@@ -51,47 +52,52 @@ class InstanceRow:
     pk: int
     name: str
     url: str
-    row_url: str
     state: str
     state_label: str
     transitional: bool
     zone: str
     size: str
-    addresses: tuple[tuple[str, str], ...]
+    addresses: list[tuple[str, str]]
     run_strategy: str
 
-    @classmethod
-    def of(cls, instance: Instance, project_slug: str) -> "InstanceRow":
-        url = reverse("instance-detail", args=[project_slug, instance.pk])
-        return cls(
-            pk=instance.pk,
-            name=instance.name,
-            url=url,
-            row_url=url + "row/",
-            state=instance.power_state,
-            state_label=instance.get_power_state_display(),
-            transitional=instance.is_transitional,
-            zone=instance.zone,
-            size=f"{instance.vcpus} vCPU · {instance.memory_gb} GB",
-            addresses=tuple(
-                (nic.ipv4 or nic.ipv6 or "-", nic.subnet.name) for nic in instance.nics.all()
-            ),
-            run_strategy=instance.run_strategy,
+    @property
+    def row_url(self) -> str:
+        return self.url + "row/"
+
+
+def instance_rows(values: list[dict], project_slug: str) -> list[InstanceRow]:
+    """Rows from selectors.instance_table values, with one URL reversal for the whole page."""
+    pattern = reverse("instance-detail", args=[project_slug, 0]).replace("/0/", "/{}/")
+    addresses = selectors.instance_addresses([row["pk"] for row in values])
+    return [
+        InstanceRow(
+            pk=row["pk"],
+            name=row["name"],
+            url=pattern.format(row["pk"]),
+            state=row["power_state"],
+            state_label=PowerState(row["power_state"]).label,
+            transitional=row["power_state"] in POWER_TRANSITIONAL,
+            zone=row["zone"],
+            size=f"{row['vcpus']} vCPU · {row['memory_gb']} GB",
+            addresses=addresses[row["pk"]],
+            run_strategy=row["run_strategy"],
         )
+        for row in values
+    ]
 
 
 @login_required
 def instance_list(request: AuthedRequest, project_slug: str) -> HttpResponse:
     project, role = project_for_user(request.user, project_slug)
     filters = {key: request.GET.get(key, "").strip() for key in ("state", "zone", "subnet", "q")}
-    page = Paginator(selectors.instance_list(project, **filters), PAGE_SIZE).get_page(
+    page = Paginator(selectors.instance_table(project, **filters), PAGE_SIZE).get_page(
         request.GET.get("page")
     )
     context = {
         "project": project,
         "role": role,
         "page": page,
-        "rows": [InstanceRow.of(instance, project.slug) for instance in page.object_list],
+        "rows": instance_rows(list(page.object_list), project.slug),
         "filters": filters,
         "states": PowerState.choices,
         "subnets": project.subnets.all(),
@@ -108,10 +114,11 @@ def instance_list(request: AuthedRequest, project_slug: str) -> HttpResponse:
 def instance_row(request: AuthedRequest, project_slug: str, pk: int) -> HttpResponse:
     """One list row, polled while the instance is in a transitional state."""
     instance, _ = instance_for_user(request.user, project_slug, pk)
+    values = selectors.instance_table(instance.project).filter(pk=instance.pk)
     response = render(
         request,
         "instances/instance_list.html#instance-row",
-        {"row": InstanceRow.of(instance, project_slug)},
+        {"row": instance_rows(list(values), project_slug)[0]},
     )
     return _stop_polling_when_settled(instance, response)
 
@@ -225,6 +232,7 @@ POWER_BUTTONS = (
 
 def detail_context(instance: Instance, role: Role, tab: str) -> dict[str, object]:
     allowed = instance_allowed_actions(instance, role)
+    console_allowed = instance_console_actions(instance, role)
     context: dict[str, object] = {
         "project": instance.project,
         "instance": instance,
@@ -243,6 +251,8 @@ def detail_context(instance: Instance, role: Role, tab: str) -> dict[str, object
             }
             for action, label, style, confirm in POWER_BUTTONS
         ],
+        "console_allowed": console_allowed,
+        "consoles": console_links(instance, console_allowed),
     }
     if tab == "overview":
         context["nics"] = instance.nics.select_related("subnet", "elastic_ip")

@@ -128,7 +128,9 @@ def test_restart_reboots_the_guest_and_force_shutdown_kills_it(
     power.instance_force_stop(instance=vm, actor=operator)
     wait_for_state(vm, PowerState.STOPPED, timeout=30)
     assert backend.status(vm.machine_id).power != "running"
-    assert not os.path.exists(f"/proc/{pid}/cmdline") or not Path(f"/proc/{pid}/cmdline").read_bytes()
+    assert (
+        not os.path.exists(f"/proc/{pid}/cmdline") or not Path(f"/proc/{pid}/cmdline").read_bytes()
+    )
     assert vm.last_exit == LastExit.REQUESTED
 
 

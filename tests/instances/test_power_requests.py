@@ -135,3 +135,11 @@ def test_deleting_frees_addresses_and_keeps_secondary_disks(project, owner, oper
     instance_delete(instance=instance, actor=owner)
     assert not IPLease.objects.exists()
     assert list(Disk.objects.values_list("name", "instance")) == [("web-1-disk1", None)]
+
+
+def test_power_buttons_of_cloud_instances_say_they_are_not_available_yet(instance, operator):
+    instance.backend = "aws"
+    actions = instance_allowed_actions(instance, Role.OPERATOR)
+    assert actions["start"].reason == "Power operations on aws instances are not available yet."
+    with pytest.raises(ActionRefused, match="not available yet"):
+        power.instance_start(instance=instance, actor=operator)

@@ -67,6 +67,7 @@ def test_the_run_command_serves_the_console_and_stops_cleanly_on_ctrl_c(tmp_path
         "ZOPDAY_RUN_DIR": str(tmp_path / "run"),
         "ZOPDAY_PORT": str(port),
         "CONSOLEPROXY_PORT": str(free_port()),
+        "ZOPDAY_MOTO_PORT": str(free_port()),
         "NO_COLOR": "1",
     }
     process = subprocess.Popen(

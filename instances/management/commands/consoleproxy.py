@@ -1,35 +1,29 @@
 """The console proxy process: a standalone websockets server beside the web server.
 
-Until browser consoles land it answers health checks and refuses console sessions with a clear
-reason, so the run command supervises the same set of processes it will supervise later.
+It bridges browser consoles (serial, VNC, exec) to the instances' console sockets; see
+instances/consoles/proxy.py. `GET /healthz` answers "ok" for supervisors.
 """
 
 import asyncio
-import http
 import signal
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
-from websockets.asyncio.server import ServerConnection, serve
-from websockets.http11 import Request, Response
 
-
-def _health(connection: ServerConnection, request: Request) -> Response | None:
-    if request.path == "/healthz":
-        return connection.respond(http.HTTPStatus.OK, "ok\n")
-    return None
-
-
-async def _refuse(connection: ServerConnection) -> None:
-    await connection.close(code=1013, reason="Browser consoles are not available yet.")
+from instances.consoles.proxy import ConsoleProxy, run_forever
 
 
 async def _serve(host: str, port: int) -> None:
-    stop = asyncio.get_running_loop().create_future()
+    loop = asyncio.get_running_loop()
+    stop: asyncio.Future[None] = loop.create_future()
+
+    def request_stop() -> None:
+        if not stop.done():
+            stop.set_result(None)
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        asyncio.get_running_loop().add_signal_handler(sig, stop.set_result, None)
-    async with serve(_refuse, host, port, process_request=_health, compression=None):
-        await stop
+        loop.add_signal_handler(sig, request_stop)
+    await run_forever(ConsoleProxy(), host, port, stop)
 
 
 class Command(BaseCommand):
@@ -40,5 +34,6 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=settings.CONSOLEPROXY_PORT)
 
     def handle(self, *args: object, host: str, port: int, **options: object) -> None:
-        self.stdout.write(f"Console proxy listening on ws://{host}:{port}/")
+        origins = ", ".join(settings.CONSOLEPROXY_ALLOWED_ORIGINS) or "none"
+        self.stdout.write(f"Console proxy listening on ws://{host}:{port}/ (origins: {origins})")
         asyncio.run(_serve(host, port))

@@ -118,7 +118,7 @@ def test_virtio_disks_sit_behind_root_ports_and_spare_ports_stay_for_hotplug():
         "virtio-blk-pci,id=disk-2,bus=rp1,drive=disk-2-blk,serial=DATA2",
     ]
     assert (
-        "driver=qcow2,node-name=disk-1-blk,file.driver=file,file.filename=/run/zq/i-7/disk-1.qcow2"
+        "driver=qcow2,node-name=disk-1-blk,file.driver=file,file.filename=/run/zq/disks/disk-1.qcow2"
         in values_of(argv, "-blockdev")
     )
 

@@ -137,14 +137,14 @@ ALPHA = machine(
 )
 BRAVO = machine(
     "bravo",
-    disks=(DiskSpec("disk-1", "root", "virtio", size_gb=1, boot_order=1),),
+    disks=(DiskSpec("disk-b1", "root", "virtio", size_gb=1, boot_order=1),),
     nics=(NicSpec("eth0", "52:54:00:77:00:12", "virtio", network="lan"),),
     seed=seed("bravo", "10.77.0.12/24", "52:54:00:77:00:12"),
 )
 UEFI = machine(
     "uefi",
     firmware=FirmwareSpec(bootloader="uefi", secure_boot=True, persistent_efi=True, vtpm=True),
-    disks=(DiskSpec("disk-1", "root", "virtio", size_gb=1),),
+    disks=(DiskSpec("disk-u1", "root", "virtio", size_gb=1),),
     seed=seed("uefi", "10.78.0.2/24", "52:54:00:78:00:02"),
     nics=(NicSpec("eth0", "52:54:00:78:00:02", "virtio"),),
 )
@@ -288,7 +288,7 @@ def test_a_snapshot_of_a_running_disk_is_taken_inside_an_fsfreeze(backend, fleet
     monkeypatch.setattr(GuestAgent, "freeze", freeze_and_look)
     backend.snapshot_disk("alpha", "disk-1", "before-upgrade")
     assert seen_while_frozen == [(1, "frozen")]  # /data, the one disk-backed filesystem
-    assert backend.qemu_img.snapshots(backend.root / "alpha" / "disk-1.qcow2") == ["before-upgrade"]
+    assert backend.qemu_img.snapshots(backend.root / "disks" / "disk-1.qcow2") == ["before-upgrade"]
     assert GuestAgent(backend.root / "alpha" / "qga.sock").freeze_status() == "thawed"
     run_in(backend, "alpha", "echo after > /data/mark")  # writable again
 

@@ -1,0 +1,482 @@
+"""The console proxy next to websockify and a direct socket, to one loopback echo backend.
+
+One run measures, with the same minimal websocket client for both proxies, the targets taking
+turns (so a change in the machine's load hits them alike):
+- 1 KiB echo round trips (p50, p99 of ROUNDS after a warm-up), one at a time;
+- bulk throughput: BULK MiB of 64 KiB messages echoed back, sent and read concurrently
+  (median of 3 runs);
+- memory per idle session: the proxy's PSS with SESSIONS idle sessions open, minus before, over
+  SESSIONS (websockify: the PSS of its whole process tree, as it forks per connection).
+The backend is an asyncio echo server on a unix socket (like QEMU's console chardevs); the direct
+baseline talks to it without any proxy. Our proxy runs as in production, with everything on:
+each websocket brings a fresh single-use ticket and a Django session cookie, is admitted through
+the database (SQLite here), joins a fan-out hub (one per machine: each session gets its own
+machine, as websockify opens one backend connection per session) and is recorded to an asciicast
+file. websockify 0.13 (from pip) runs in its default mode, with `--unix-target`.
+
+    python benchmarks/console.py [--rounds 2000] [--bulk 128] [--sessions 500]
+
+It ends with `figure:` lines (ratios against websockify measured in the same run).
+"""
+
+import argparse
+import base64
+import os
+import shutil
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+ORIGIN = "http://localhost:8000"
+PAYLOAD = bytes(range(32, 127)) * 1000  # printable, like console output
+BULK_MESSAGE = 64 * 1024
+
+
+def setup_django(work: Path) -> None:
+    os.environ.update(
+        ZOPDAY_RUN_DIR=str(work / "run"),
+        DJANGO_SETTINGS_MODULE="zopday.settings",
+        ZOPDAY_LOG_LEVEL="WARNING",
+        CONSOLE_TICKET_SECONDS="60",
+    )
+    os.environ.pop("DATABASE_URL", None)
+    import django
+
+    django.setup()
+
+
+# ---- processes the benchmark starts (this script in another mode) ----------------------------
+
+
+def serve_echo(path: str) -> None:
+    import asyncio
+
+    class Echo(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            self.transport = transport
+
+        def data_received(self, data: bytes) -> None:
+            self.transport.write(data)  # type: ignore[attr-defined]
+
+    async def main() -> None:
+        await asyncio.get_running_loop().create_unix_server(Echo, path, backlog=1024)
+        print("ready", flush=True)
+        await asyncio.Event().wait()
+
+    asyncio.run(main())
+
+
+def serve_proxy(work: str, port: int, echo: str) -> None:
+    setup_django(Path(work))
+    import asyncio
+
+    from instances.consoles.proxy import ConsoleProxy, run_forever
+
+    serial_log = Path(work) / "serial.log"
+    serial_log.touch()
+
+    class EchoLocator:
+        def socket(self, backend: str, machine_id: str, socket_kind: str) -> Path:
+            return Path(echo)
+
+        def serial_log(self, backend: str, machine_id: str) -> Path | None:
+            return serial_log
+
+    async def main() -> None:
+        stop: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        print("ready", flush=True)
+        await run_forever(
+            ConsoleProxy(allowed_origins=[ORIGIN], locator=EchoLocator()), "127.0.0.1", port, stop
+        )
+
+    asyncio.run(main())
+
+
+def start(argv: list[str], what: str) -> subprocess.Popen:
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert process.stdout is not None
+    if process.stdout.readline().strip() != "ready":
+        raise RuntimeError(f"{what} did not start")
+    return process
+
+
+def wait_for_port(port: int) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def pss_kib(pids: list[int]) -> int:
+    total = 0
+    for pid in pids:
+        try:
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1])
+        except OSError:
+            pass
+    return total
+
+
+def process_tree(pid: int) -> list[int]:
+    pids = [pid]
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        children = (task / "children").read_text().split()
+        for child in children:
+            pids += process_tree(int(child))
+    return pids
+
+
+# ---- a minimal websocket client, the same for both proxies ----------------------------------
+
+
+def masked_frame(payload: bytes, opcode: int = 2) -> bytes:
+    """A client frame with a fixed mask, built once and sent many times."""
+    mask = b"\x1f\x2e\x3d\x4c"
+    length = len(payload)
+    if length < 126:
+        header = struct.pack("!BB", 0x80 | opcode, 0x80 | length)
+    elif length < 65536:
+        header = struct.pack("!BBH", 0x80 | opcode, 0x80 | 126, length)
+    else:
+        header = struct.pack("!BBQ", 0x80 | opcode, 0x80 | 127, length)
+    from websockets.frames import apply_mask
+
+    return header + mask + apply_mask(payload, mask)
+
+
+class Client:
+    """A blocking websocket connection: sends prebuilt frames, counts binary payload bytes,
+    skips text frames (the proxy's control messages) and answers pings."""
+
+    def __init__(self, port: int, *, protocols: list[str], cookie: str = "") -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        key = base64.b64encode(os.urandom(16)).decode()
+        lines = [
+            "GET /consoles/{path} HTTP/1.1",
+            f"Host: 127.0.0.1:{port}",
+            "Upgrade: websocket",
+            "Connection: Upgrade",
+            f"Sec-WebSocket-Key: {key}",
+            "Sec-WebSocket-Version: 13",
+            f"Origin: {ORIGIN}",
+        ]
+        if protocols:
+            lines.append("Sec-WebSocket-Protocol: " + ", ".join(protocols))
+        if cookie:
+            lines.append(f"Cookie: {cookie}")
+        self.request = "\r\n".join(lines) + "\r\n\r\n"
+        self.buffer = bytearray()
+
+    def open(self, path: str) -> "Client":
+        self.sock.sendall(self.request.replace("{path}", path).encode())
+        while b"\r\n\r\n" not in self.buffer:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise RuntimeError("closed during the handshake")
+            self.buffer += chunk
+        head, _, rest = bytes(self.buffer).partition(b"\r\n\r\n")
+        if not head.startswith(b"HTTP/1.1 101"):
+            raise RuntimeError(head.decode(errors="replace").splitlines()[0])
+        self.buffer = bytearray(rest)
+        return self
+
+    def _fill(self, size: int) -> None:
+        while len(self.buffer) < size:
+            chunk = self.sock.recv(262144)
+            if not chunk:
+                raise RuntimeError("connection closed")
+            self.buffer += chunk
+
+    def read_binary(self, want: int) -> int:
+        """Read frames until `want` bytes of binary payload have arrived."""
+        got = 0
+        while got < want:
+            self._fill(2)
+            first, second = self.buffer[0], self.buffer[1]
+            length, offset = second & 0x7F, 2
+            if length == 126:
+                self._fill(4)
+                length, offset = struct.unpack_from("!H", self.buffer, 2)[0], 4
+            elif length == 127:
+                self._fill(10)
+                length, offset = struct.unpack_from("!Q", self.buffer, 2)[0], 10
+            self._fill(offset + length)
+            opcode = first & 0x0F
+            payload = bytes(self.buffer[offset : offset + length])
+            del self.buffer[: offset + length]
+            if opcode == 2 or opcode == 0:
+                got += length
+            elif opcode == 9:
+                self.sock.sendall(masked_frame(payload, opcode=10))
+            elif opcode == 8:
+                raise RuntimeError(f"closed by the server: {payload[2:].decode(errors='replace')}")
+        return got
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class DirectClient:
+    """The baseline: the echo backend's unix socket itself."""
+
+    def __init__(self, path: str) -> None:
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.connect(path)
+
+    def read_binary(self, want: int) -> int:
+        got = 0
+        while got < want:
+            chunk = self.sock.recv(262144)
+            if not chunk:
+                raise RuntimeError("closed")
+            got += len(chunk)
+        return got
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def round_trips(client: Client | DirectClient, frame: bytes, size: int, rounds: int) -> list[float]:
+    times = []
+    for i in range(rounds + rounds // 10):
+        started = time.perf_counter()
+        client.sock.sendall(frame)
+        client.read_binary(size)
+        if i >= rounds // 10:
+            times.append(time.perf_counter() - started)
+    return sorted(times)
+
+
+def bulk(client: Client | DirectClient, frame: bytes, size: int, total: int) -> float:
+    count = total // size
+
+    def send() -> None:
+        for _ in range(count):
+            client.sock.sendall(frame)
+
+    started = time.perf_counter()
+    sender = threading.Thread(target=send)
+    sender.start()
+    client.read_binary(count * size)
+    elapsed = time.perf_counter() - started
+    sender.join()
+    return count * size / elapsed / 1e6
+
+
+# ---- the measurements -----------------------------------------------------------------------
+
+
+class Scene:
+    """The database side of our proxy: a user with a session, and running instances."""
+
+    def __init__(self, sessions: int) -> None:
+        from django.contrib.auth import get_user_model
+        from django.core.management import call_command
+        from django.test import Client as DjangoClient
+
+        from instances.choices import Role
+        from instances.models import Instance, Membership, Project
+
+        call_command("migrate", verbosity=0)
+        user = get_user_model().objects.create_user("bench", password="unused-password-1")
+        project = Project.objects.create(slug="bench", name="Bench")
+        Membership.objects.create(project=project, user=user, role=Role.OPERATOR)
+        Instance.objects.bulk_create(
+            Instance(project=project, name=f"vm-{n}", zone="local-1a", power_state="running")
+            for n in range(sessions + 2)
+        )
+        self.user = user
+        self.instances = list(Instance.objects.order_by("pk"))
+        browser = DjangoClient()
+        browser.force_login(user)
+        from django.conf import settings
+
+        self.cookie = (
+            f"{settings.SESSION_COOKIE_NAME}={browser.cookies[settings.SESSION_COOKIE_NAME].value}"
+        )
+
+    def ticket(self, instance: object) -> str:
+        from instances.access import project_role
+        from instances.consoles.registry import CONSOLE_KINDS
+        from instances.consoles.tickets import SUBPROTOCOL_PREFIX, console_ticket_issue
+
+        _, plaintext = console_ticket_issue(
+            user=self.user,
+            instance=instance,  # type: ignore[arg-type]
+            role=project_role(self.user, instance.project),  # type: ignore[attr-defined]
+            kind=CONSOLE_KINDS["serial"],
+        )
+        return SUBPROTOCOL_PREFIX + plaintext
+
+    def connect(self, port: int, index: int) -> Client:
+        instance = self.instances[index]
+        client = Client(
+            port, protocols=["zopday.console", self.ticket(instance)], cookie=self.cookie
+        )
+        return client.open(f"{instance.pk}/serial")
+
+    def wait_sessions_ended(self, count: int) -> None:
+        from instances.models import ConsoleSession
+
+        deadline = time.monotonic() + 120
+        while ConsoleSession.objects.filter(ended_at__isnull=False).count() < count:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the proxy did not close its sessions")
+            time.sleep(0.1)
+
+
+def measure(targets: dict, rounds: int, bulk_mib: int, after_bulk: dict) -> dict:
+    """Round trips and bulk runs of every target, interleaved (blocks of round trips in turn,
+    then one bulk run of each in turn, three times), so a change in the machine's load during
+    the run affects every target alike."""
+    small, big = masked_frame(PAYLOAD[:1024]), masked_frame(PAYLOAD[:BULK_MESSAGE])
+    clients = {name: connect() for name, connect in targets.items()}
+    times: dict[str, list[float]] = {name: [] for name in targets}
+    blocks = 10
+    for _ in range(blocks):
+        for name, client in clients.items():
+            times[name] += round_trips(client, small, 1024, rounds // blocks)
+    for client in clients.values():
+        client.close()
+    rates: dict[str, list[float]] = {name: [] for name in targets}
+    for _ in range(3):
+        for name, connect in targets.items():
+            client = connect()
+            rates[name].append(bulk(client, big, BULK_MESSAGE, bulk_mib * 2**20))
+            client.close()
+            if name in after_bulk:
+                after_bulk[name]()
+    results = {}
+    for name in targets:
+        ordered = sorted(times[name])
+        results[name] = {
+            "p50": ordered[len(ordered) // 2] * 1e6,
+            "p99": ordered[int(len(ordered) * 0.99)] * 1e6,
+            "mbps": statistics.median(rates[name]),
+        }
+    return results
+
+
+def idle_memory(pids, open_session, sessions: int) -> float:
+    """KiB per idle session: PSS with `sessions` open minus before, over `sessions`."""
+    warm = [open_session(sessions), open_session(sessions + 1)]
+    time.sleep(1)
+    before = pss_kib(pids())
+    clients = [open_session(n) for n in range(sessions)]
+    time.sleep(2)
+    after = pss_kib(pids())
+    for client in [*clients, *warm]:
+        client.close()
+    return (after - before) / sessions
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=2000)
+    parser.add_argument("--bulk", type=int, default=128, help="MiB per bulk run")
+    parser.add_argument("--sessions", type=int, default=500)
+    parser.add_argument("--serve-proxy", nargs=3, metavar=("WORK", "PORT", "ECHO"))
+    parser.add_argument("--serve-echo", metavar="SOCKET")
+    args = parser.parse_args()
+    if args.serve_echo:
+        return serve_echo(args.serve_echo)
+    if args.serve_proxy:
+        work, port, echo = args.serve_proxy
+        return serve_proxy(work, int(port), echo)
+
+    work = Path(tempfile.mkdtemp(prefix="zcb", dir="/tmp"))
+    setup_django(work)
+    processes: list[subprocess.Popen] = []
+    try:
+        echo = str(work / "echo.sock")
+        me = [sys.executable, __file__]
+        processes.append(start([*me, "--serve-echo", echo], "the echo backend"))
+        scene = Scene(args.sessions)
+        ours_port, websockify_port = free_port(), free_port()
+        proxy = start([*me, "--serve-proxy", str(work), str(ours_port), echo], "the proxy")
+        processes.append(proxy)
+        websockify = subprocess.Popen(
+            [sys.executable, "-m", "websockify", f"--unix-target={echo}",
+             f"127.0.0.1:{websockify_port}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        processes.append(websockify)
+        wait_for_port(ours_port)
+        wait_for_port(websockify_port)
+        print(f"{os.cpu_count()} CPUs; {args.rounds} round trips of 1 KiB, "
+              f"3 × {args.bulk} MiB bulk, {args.sessions} idle sessions")  # fmt: skip
+
+        ended = [1]  # the round-trip session
+        counter = iter(range(10**6))
+
+        def after_bulk() -> None:  # let the proxy finish its recording before going on
+            ended[0] += 1
+            scene.wait_sessions_ended(ended[0])
+
+        results = measure(
+            {
+                "direct socket": lambda: DirectClient(echo),
+                "websockify": lambda: Client(websockify_port, protocols=["binary"]).open("x/y"),
+                "zopday proxy": lambda: scene.connect(ours_port, next(counter) % 2),
+            },
+            args.rounds,
+            args.bulk,
+            {"zopday proxy": after_bulk},
+        )
+        print(f"{'':16} {'p50 µs':>9} {'p99 µs':>9} {'bulk MB/s':>10}")
+        for name, result in results.items():
+            print(f"{name:16} {result['p50']:9.0f} {result['p99']:9.0f} {result['mbps']:10.0f}")
+
+        ours_memory = idle_memory(
+            lambda: [proxy.pid],
+            lambda n: scene.connect(ours_port, n + 2 if n < args.sessions else n - args.sessions),
+            args.sessions,
+        )
+        websockify_memory = idle_memory(
+            lambda: process_tree(websockify.pid),
+            lambda n: Client(websockify_port, protocols=["binary"]).open("x/y"),
+            args.sessions,
+        )
+        print(f"memory per idle session ({args.sessions} open, PSS): zopday proxy "
+              f"{ours_memory:.1f} KiB, websockify {websockify_memory:.1f} KiB")  # fmt: skip
+        ours, theirs = results["zopday proxy"], results["websockify"]
+        print(f"figure: console_throughput_vs_websockify = {ours['mbps'] / theirs['mbps']:.2f} x")
+        print(f"figure: console_p50_vs_websockify = {ours['p50'] / theirs['p50']:.2f} x")
+        print(f"figure: console_p99_vs_websockify = {ours['p99'] / theirs['p99']:.2f} x")
+        print(f"figure: console_throughput = {ours['mbps']:.0f} MB/s")
+        print(f"figure: console_p50_round_trip = {ours['p50']:.0f} us")
+        print(f"figure: console_idle_session_memory = {ours_memory:.1f} KiB")
+        print(f"figure: websockify_idle_session_memory = {websockify_memory:.1f} KiB")
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

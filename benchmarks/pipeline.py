@@ -1,0 +1,321 @@
+"""The provisioning pipeline against moto, next to plain boto3 doing the same work.
+
+Prints, in one run, on a fresh SQLite database, a private Redis and a private moto server:
+- the wall time of a Fixed + LB job (11 steps, run in this process) next to the sum of the raw
+  boto3 calls a plain script makes for the same resources (median of N runs each; moto answers
+  the SSM readiness check at once, so there are no readiness waits to exclude);
+- jobs per minute with 20 concurrent Fixed jobs (7 steps) on 2 real Celery workers.
+
+    python benchmarks/pipeline.py [--runs 5] [--jobs 20]
+"""
+
+import argparse
+import base64
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+WORK = Path(tempfile.mkdtemp(prefix="zp", dir="/tmp"))
+QUEUE = "provisioning-bench"
+os.environ.update(
+    ZOPDAY_RUN_DIR=str(WORK / "run"),
+    REDIS_URL=f"redis+socket://{WORK / 'redis.sock'}",
+    DJANGO_SETTINGS_MODULE="zopday.settings",
+    ZOPDAY_LOG_LEVEL="WARNING",
+    ZOPDAY_PROVISIONING_QUEUE=QUEUE,
+    ZOPDAY_PROVISIONING_POLL_SECONDS="0.05",
+    ZOPDAY_PROVISIONING_RETRY_BASE_SECONDS="0.05",
+)
+os.environ.pop("DATABASE_URL", None)
+
+import boto3  # noqa: E402
+import django  # noqa: E402
+from botocore.config import Config  # noqa: E402
+
+django.setup()
+
+from django.core.management import call_command  # noqa: E402
+
+from instances.choices import Role  # noqa: E402
+from instances.models import Membership, Project  # noqa: E402
+from provisioning.choices import JOB_TRANSITIONAL, JobStatus  # noqa: E402
+from provisioning.infra import InfraConfig  # noqa: E402
+from provisioning.models import ProvisioningJob  # noqa: E402
+from provisioning.pipeline import job_run_inline  # noqa: E402
+from provisioning.services.accounts import account_create  # noqa: E402
+from provisioning.services.jobs import job_create  # noqa: E402
+from provisioning.userdata import user_data  # noqa: E402
+
+VENV_BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start(argv: list[str], log: str, **env: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        argv, cwd=ROOT, env={**os.environ, **env}, stdout=(WORK / log).open("w"),
+        stderr=subprocess.STDOUT,
+    )  # fmt: skip
+
+
+def wait_http(url: str) -> None:
+    for _ in range(300):
+        try:
+            urllib.request.urlopen(url, timeout=1)
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{url} did not answer")
+
+
+def raw_script(url: str, n: int) -> float:
+    """The same resources as a Fixed + LB job, made by straight-line boto3 calls."""
+    started = time.perf_counter()
+    kw = dict(
+        endpoint_url=url, region_name="us-east-1", aws_access_key_id="raw",
+        aws_secret_access_key="raw", config=Config(retries={"max_attempts": 1}),
+    )  # fmt: skip
+    ec2, iam, ssm = boto3.client("ec2", **kw), boto3.client("iam", **kw), boto3.client("ssm", **kw)
+    elbv2, route53 = boto3.client("elbv2", **kw), boto3.client("route53", **kw)
+    ami = ssm.get_parameter(
+        Name="/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64"
+    )["Parameter"]["Value"]
+    vpc = ec2.create_vpc(CidrBlock="10.42.0.0/16")["Vpc"]["VpcId"]
+    private = ec2.create_subnet(VpcId=vpc, CidrBlock="10.42.0.0/24", AvailabilityZone="us-east-1a")[
+        "Subnet"
+    ]["SubnetId"]
+    public = ec2.create_subnet(VpcId=vpc, CidrBlock="10.42.1.0/24", AvailabilityZone="us-east-1a")[
+        "Subnet"
+    ]["SubnetId"]
+    public_b = ec2.create_subnet(
+        VpcId=vpc, CidrBlock="10.42.2.0/24", AvailabilityZone="us-east-1b"
+    )["Subnet"]["SubnetId"]
+    igw = ec2.create_internet_gateway()["InternetGateway"]["InternetGatewayId"]
+    ec2.attach_internet_gateway(InternetGatewayId=igw, VpcId=vpc)
+    eip = ec2.allocate_address(Domain="vpc")["AllocationId"]
+    nat = ec2.create_nat_gateway(SubnetId=public, AllocationId=eip)["NatGateway"]["NatGatewayId"]
+    public_rt = ec2.create_route_table(VpcId=vpc)["RouteTable"]["RouteTableId"]
+    ec2.create_route(RouteTableId=public_rt, DestinationCidrBlock="0.0.0.0/0", GatewayId=igw)
+    ec2.associate_route_table(RouteTableId=public_rt, SubnetId=public)
+    ec2.associate_route_table(RouteTableId=public_rt, SubnetId=public_b)
+    private_rt = ec2.create_route_table(VpcId=vpc)["RouteTable"]["RouteTableId"]
+    ec2.create_route(RouteTableId=private_rt, DestinationCidrBlock="0.0.0.0/0", NatGatewayId=nat)
+    ec2.associate_route_table(RouteTableId=private_rt, SubnetId=private)
+    name = f"raw-{n}"
+    iam.create_role(
+        RoleName=name,
+        AssumeRolePolicyDocument=json.dumps(
+            {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {
+                        "Effect": "Allow",
+                        "Principal": {"Service": "ec2.amazonaws.com"},
+                        "Action": "sts:AssumeRole",
+                    }
+                ],
+            }
+        ),
+    )
+    iam.attach_role_policy(
+        RoleName=name, PolicyArn="arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
+    )
+    iam.create_instance_profile(InstanceProfileName=name)
+    iam.add_role_to_instance_profile(InstanceProfileName=name, RoleName=name)
+    sg = ec2.create_security_group(GroupName=name, Description="vm", VpcId=vpc)["GroupId"]
+    data = base64.b64encode(user_data(InfraConfig()).encode()).decode()
+    lt = ec2.create_launch_template(
+        LaunchTemplateName=name,
+        LaunchTemplateData={
+            "ImageId": ami,
+            "InstanceType": "t3.micro",
+            "IamInstanceProfile": {"Name": name},
+            "UserData": data,
+            "NetworkInterfaces": [
+                {
+                    "DeviceIndex": 0,
+                    "AssociatePublicIpAddress": False,
+                    "Groups": [sg],
+                    "SubnetId": private,
+                }
+            ],
+        },
+    )["LaunchTemplate"]["LaunchTemplateId"]
+    instance = ec2.run_instances(LaunchTemplate={"LaunchTemplateId": lt}, MinCount=1, MaxCount=1)[
+        "Instances"
+    ][0]["InstanceId"]
+    command = ssm.send_command(
+        InstanceIds=[instance],
+        DocumentName="AWS-RunShellScript",
+        Parameters={"commands": ["test -f /var/lib/zopday/bootstrap-complete"]},
+    )["Command"]["CommandId"]
+    ssm.get_command_invocation(CommandId=command, InstanceId=instance)
+    lb_sg = ec2.create_security_group(GroupName=f"{name}-lb", Description="lb", VpcId=vpc)[
+        "GroupId"
+    ]
+    ec2.authorize_security_group_ingress(
+        GroupId=lb_sg,
+        IpPermissions=[
+            {
+                "IpProtocol": "tcp",
+                "FromPort": 80,
+                "ToPort": 80,
+                "IpRanges": [{"CidrIp": "0.0.0.0/0"}],
+            }
+        ],
+    )
+    ec2.authorize_security_group_ingress(
+        GroupId=sg,
+        IpPermissions=[
+            {
+                "IpProtocol": "tcp",
+                "FromPort": 80,
+                "ToPort": 80,
+                "UserIdGroupPairs": [{"GroupId": lb_sg}],
+            }
+        ],
+    )
+    lb = elbv2.create_load_balancer(
+        Name=name,
+        Subnets=[public, public_b],
+        SecurityGroups=[lb_sg],
+        Scheme="internet-facing",
+        Type="application",
+    )["LoadBalancers"][0]
+    tg = elbv2.create_target_group(
+        Name=name,
+        Protocol="HTTP",
+        Port=80,
+        VpcId=vpc,
+        HealthCheckPath="/healthz",
+        HealthCheckPort="80",
+    )["TargetGroups"][0]["TargetGroupArn"]
+    elbv2.register_targets(TargetGroupArn=tg, Targets=[{"Id": instance}])
+    elbv2.create_listener(
+        LoadBalancerArn=lb["LoadBalancerArn"],
+        Protocol="HTTP",
+        Port=80,
+        DefaultActions=[{"Type": "forward", "TargetGroupArn": tg}],
+    )
+    zone = route53.create_hosted_zone(Name=f"raw{n}.example.com.", CallerReference=name)[
+        "HostedZone"
+    ]["Id"]
+    route53.change_resource_record_sets(
+        HostedZoneId=zone,
+        ChangeBatch={
+            "Changes": [
+                {
+                    "Action": "UPSERT",
+                    "ResourceRecordSet": {
+                        "Name": f"app.raw{n}.example.com.",
+                        "Type": "A",
+                        "AliasTarget": {
+                            "HostedZoneId": lb["CanonicalHostedZoneId"],
+                            "DNSName": lb["DNSName"],
+                            "EvaluateTargetHealth": False,
+                        },
+                    },
+                }
+            ]
+        },
+    )
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--jobs", type=int, default=20)
+    args = parser.parse_args()
+
+    call_command("migrate", verbosity=0)
+    redis = start(["redis-server", "--port", "0", "--unixsocket", str(WORK / "redis.sock"),
+                   "--save", "", "--appendonly", "no"], "redis.log")  # fmt: skip
+    port = free_port()
+    moto = start([str(VENV_BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)], "moto.log",
+                 MOTO_IAM_LOAD_MANAGED_POLICIES="true")  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    wait_http(f"{url}/moto-api/")
+    workers: list[subprocess.Popen] = []
+    try:
+        from django.contrib.auth import get_user_model
+
+        user = get_user_model().objects.create_user("bench", is_superuser=True)
+        project = Project.objects.create(slug="bench", name="Bench")
+        Membership.objects.create(project=project, user=user, role=Role.ADMIN)
+        account = account_create(
+            project=project, actor=None, name="Sandbox AWS", access_key_id="bench",
+            secret_access_key="bench", endpoint_url=url, sandbox=True,
+        )  # fmt: skip
+        raw_script(url, 0)  # warm both paths once (service models, moto's lazy backends)
+        warm = InfraConfig(load_balancer=True, dns_name="app.warm.example.com")
+        job_run_inline(
+            job_create(project=project, account=account, actor=user, name="warm", config=warm).pk
+        )
+        pipeline_times, raw_times = [], []
+        for n in range(1, args.runs + 1):
+            raw_times.append(raw_script(url, n))
+            config = InfraConfig(load_balancer=True, dns_name=f"app.job{n}.example.com")
+            job = job_create(
+                project=project, account=account, actor=user, name=f"lb{n}", config=config
+            )
+            started = time.perf_counter()
+            job = job_run_inline(job.pk)
+            pipeline_times.append(time.perf_counter() - started)
+            assert job.status == JobStatus.READY, job.message
+        pipeline, raw = statistics.median(pipeline_times), statistics.median(raw_times)
+        print(
+            f"Fixed + LB job (11 steps), median of {args.runs}: "
+            f"pipeline {pipeline * 1000:.0f} ms, raw boto3 script {raw * 1000:.0f} ms"
+        )
+
+        for number in range(2):
+            workers.append(start(
+                [sys.executable, "-m", "celery", "-A", "zopday", "worker", "--pool", "threads",
+                 "-c", "1", "-Q", QUEUE, "-n", f"bench{number}@%h", "--without-gossip",
+                 "--without-mingle", "--loglevel", "WARNING"], f"worker{number}.log",
+            ))  # fmt: skip
+        from zopday.celery import app
+
+        for _ in range(300):
+            if len(app.control.ping(timeout=0.5)) >= 2:
+                break
+        started = time.perf_counter()
+        ids = [
+            job_create(project=project, account=account, actor=user, name=f"c{n}",
+                       config=InfraConfig(instance_count=1)).pk
+            for n in range(args.jobs)
+        ]  # fmt: skip
+        while ProvisioningJob.objects.filter(pk__in=ids, status__in=JOB_TRANSITIONAL).exists():
+            time.sleep(0.05)
+        elapsed = time.perf_counter() - started
+        ready = ProvisioningJob.objects.filter(pk__in=ids, status=JobStatus.READY).count()
+        print(f"{args.jobs} concurrent Fixed jobs (7 steps) on 2 workers: {elapsed:.1f} s, "
+              f"{ready} ready")  # fmt: skip
+        print(f"figure: pipeline_fixed_lb_job = {pipeline * 1000:.0f} ms")
+        print(f"figure: raw_boto3_same_resources = {raw * 1000:.0f} ms")
+        print(f"figure: pipeline_to_raw_ratio = {pipeline / raw:.2f} x")
+        print(
+            f"figure: jobs_per_minute_20_concurrent_2_workers = {ready / elapsed * 60:.1f} jobs/min"
+        )
+    finally:
+        for process in [*workers, moto, redis]:
+            process.terminate()
+            process.wait(timeout=15)
+
+
+if __name__ == "__main__":
+    main()

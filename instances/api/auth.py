@@ -1,0 +1,46 @@
+"""Who is calling: a personal API token (`Authorization: Bearer zop_...`) or the browser session.
+
+A session only counts with a valid CSRF token on unsafe methods, as for the pages. A request
+without either is 401; a token that is wrong, expired or belongs to an inactive user is 401 too,
+even when a session cookie came along, so a script never silently acts as someone else.
+"""
+
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser, User
+from django.http import HttpRequest
+from ninja.errors import AuthenticationError
+from ninja.security import HttpBearer
+from ninja.security import SessionAuth as NinjaSessionAuth
+
+from instances.services.tokens import api_token_authenticate
+
+
+class ApiTokenAuth(HttpBearer):
+    def authenticate(self, request: HttpRequest, token: str) -> User:
+        user = api_token_authenticate(plaintext=token)
+        if user is None:
+            raise AuthenticationError(message="The API token is invalid or has expired.")
+        request.user = user
+        return user
+
+
+class SessionAuth(NinjaSessionAuth):
+    """ninja's session auth, but the CSRF check runs only for a logged-in session, so that an
+    anonymous POST is answered 401 (who are you?) rather than 403 (CSRF)."""
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if not request.user.is_authenticated:
+            return None
+        return super().__call__(request)
+
+
+def request_user(request: HttpRequest) -> AbstractBaseUser:
+    """The authenticated caller (every endpoint requires one of the auths above)."""
+    user = request.user
+    if not isinstance(user, AbstractBaseUser) or not user.is_authenticated:
+        raise AuthenticationError()  # only reached by an endpoint declared without auth
+    return user
+
+
+API_AUTH = [ApiTokenAuth(), SessionAuth()]

@@ -1,0 +1,91 @@
+"""Disks of a project: create, attach, detach, resize, snapshot."""
+
+from django.http import HttpRequest
+from ninja import Router
+from ninja.responses import Status
+
+from instances.api.auth import request_user
+from instances.api.errors import ERRORS, REFUSALS
+from instances.api.lookups import CHOOSE_IMAGE, chosen, images_of, object_for, project_for
+from instances.api.schemas import (
+    DiskAttachIn,
+    DiskCreateIn,
+    DiskOut,
+    DiskResizeIn,
+    Id,
+    Slug,
+    SnapshotIn,
+    SnapshotOut,
+)
+from instances.choices import Role
+from instances.models import Disk
+from instances.services import storage
+
+router = Router(tags=["disks"])
+
+
+@router.get("/projects/{slug}/disks", response={200: list[DiskOut], **ERRORS})
+def disk_list(request: HttpRequest, slug: Slug) -> list[Disk]:
+    project, _ = project_for(request, slug)
+    return list(project.disks.all())
+
+
+@router.post("/projects/{slug}/disks", response={201: DiskOut, **ERRORS})
+def disk_create(request: HttpRequest, slug: Slug, payload: DiskCreateIn) -> Status:
+    """A free disk in a zone, to attach to an instance of that zone."""
+    project, _ = project_for(request, slug, Role.OPERATOR)
+    image = None
+    if payload.image is not None:
+        image = chosen(images_of(project), payload.image, "image", CHOOSE_IMAGE)
+    disk = storage.disk_create(
+        project=project,
+        actor=request_user(request),
+        name=payload.name,
+        zone=payload.zone,
+        size_gb=payload.size_gb,
+        bus=payload.bus,
+        image=image,
+        role=payload.role,
+    )
+    return Status(201, disk)
+
+
+@router.get("/projects/{slug}/disks/{disk_id}", response={200: DiskOut, **ERRORS})
+def disk_get(request: HttpRequest, slug: Slug, disk_id: Id) -> Disk:
+    return object_for(Disk, request, slug, disk_id)
+
+
+@router.post("/projects/{slug}/disks/{disk_id}/attach", response={200: DiskOut, **REFUSALS})
+def disk_attach(request: HttpRequest, slug: Slug, disk_id: Id, payload: DiskAttachIn) -> Disk:
+    """A running instance gets the disk hot-plugged at once."""
+    disk = object_for(Disk, request, slug, disk_id, Role.OPERATOR)
+    instance = chosen(
+        disk.project.instances.all(), payload.instance, "instance",
+        "Choose an instance of this project.",
+    )  # fmt: skip
+    storage.disk_attach(disk=disk, instance=instance, actor=request_user(request))
+    return disk
+
+
+@router.post("/projects/{slug}/disks/{disk_id}/detach", response={200: DiskOut, **REFUSALS})
+def disk_detach(request: HttpRequest, slug: Slug, disk_id: Id) -> Disk:
+    """Only from a stopped instance (409 otherwise)."""
+    disk = object_for(Disk, request, slug, disk_id, Role.OPERATOR)
+    storage.disk_detach(disk=disk, actor=request_user(request))
+    return disk
+
+
+@router.post("/projects/{slug}/disks/{disk_id}/resize", response={200: DiskOut, **REFUSALS})
+def disk_resize(request: HttpRequest, slug: Slug, disk_id: Id, payload: DiskResizeIn) -> Disk:
+    """Disks only grow."""
+    disk = object_for(Disk, request, slug, disk_id, Role.OPERATOR)
+    storage.disk_resize(disk=disk, actor=request_user(request), size_gb=payload.size_gb)
+    return disk
+
+
+@router.post("/projects/{slug}/disks/{disk_id}/snapshots", response={201: SnapshotOut, **REFUSALS})
+def disk_snapshot(request: HttpRequest, slug: Slug, disk_id: Id, payload: SnapshotIn) -> Status:
+    """The guest's filesystems are frozen around the snapshot when it runs."""
+    disk = object_for(Disk, request, slug, disk_id, Role.OPERATOR)
+    snapshot = storage.disk_snapshot(disk=disk, actor=request_user(request), name=payload.name)
+    return Status(201, snapshot)

@@ -1,0 +1,106 @@
+"""One error body for every refusal: `{"detail": "...", "errors": {"field": ["message"]}}`.
+
+| raised                                | status | errors                                   |
+| ------------------------------------- | ------ | ---------------------------------------- |
+| ValidationError from a service        | 422    | the service's message_dict (nics-0-mac)  |
+| a request that does not fit the schema | 422    | pydantic's messages, keyed the same way  |
+| a body that is not JSON               | 422    | {"body": [...]}                          |
+| no or a bad token / session           | 401    |                                          |
+| PermissionDenied (role too low, CSRF) | 403    |                                          |
+| Http404 (missing or another project's) | 404    |                                          |
+| ActionRefused (state, run strategy)   | 409    |                                          |
+"""
+
+import json
+
+from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import Http404, HttpRequest, HttpResponse
+from ninja import NinjaAPI, Schema
+from ninja.errors import AuthenticationError, HttpError
+from ninja.errors import ValidationError as SchemaValidationError
+
+from instances.errors import ActionRefused
+
+UNAUTHORIZED = "Log in, or send an API token as `Authorization: Bearer zop_...`."
+
+
+class ErrorOut(Schema):
+    detail: str
+    errors: dict[str, list[str]] = {}
+
+
+# The statuses every endpoint may answer with, for the OpenAPI document.
+ERRORS: dict[int, type[Schema]] = {401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 422: ErrorOut}
+REFUSALS: dict[int, type[Schema]] = {**ERRORS, 409: ErrorOut}
+
+
+def _respond(
+    api: NinjaAPI,
+    request: HttpRequest,
+    status: int,
+    detail: str,
+    errors: dict[str, list[str]] | None = None,
+) -> HttpResponse:
+    return api.create_response(request, {"detail": detail, "errors": errors or {}}, status=status)
+
+
+def _summary(errors: dict[str, list[str]]) -> str:
+    return "; ".join(
+        message if field == NON_FIELD_ERRORS else f"{field}: {message}"
+        for field, messages in errors.items()
+        for message in messages
+    )
+
+
+def _field_path(loc: list | tuple) -> str:
+    """("body", "payload", "nics", 0, "mac") → "nics-0-mac", the services' key for that field."""
+    source, *rest = loc or ["body"]
+    if source == "body" and rest:
+        rest = rest[1:]  # the name of the endpoint's body parameter
+    return "-".join(str(part) for part in rest) or str(source)
+
+
+def install_error_handlers(api: NinjaAPI) -> None:
+    @api.exception_handler(DjangoValidationError)
+    def validation_error(request: HttpRequest, exc: DjangoValidationError) -> HttpResponse:
+        errors = (
+            exc.message_dict if hasattr(exc, "error_dict") else {NON_FIELD_ERRORS: exc.messages}
+        )
+        return _respond(api, request, 422, _summary(errors), errors)
+
+    @api.exception_handler(SchemaValidationError)
+    def schema_error(request: HttpRequest, exc: SchemaValidationError) -> HttpResponse:
+        errors: dict[str, list[str]] = {}
+        for error in exc.errors:
+            errors.setdefault(_field_path(error.get("loc", ())), []).append(str(error["msg"]))
+        return _respond(api, request, 422, _summary(errors), errors)
+
+    @api.exception_handler(HttpError)
+    def http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+        if isinstance(exc.__cause__, ValueError):  # ninja's "Cannot parse request body"
+            message = (
+                f"The body is not valid JSON: {exc.__cause__}"
+                if isinstance(exc.__cause__, json.JSONDecodeError)
+                else "The body is not valid UTF-8 JSON."
+            )
+            return _respond(api, request, 422, message, {"body": [message]})
+        if not isinstance(exc, AuthenticationError):
+            return _respond(api, request, exc.status_code, str(exc))
+        # ninja's own message when no auth matched is a bare "Unauthorized".
+        detail = UNAUTHORIZED if str(exc) == AuthenticationError().message else str(exc)
+        response = _respond(api, request, 401, detail)
+        response["WWW-Authenticate"] = 'Bearer realm="zopday"'
+        return response
+
+    @api.exception_handler(ActionRefused)
+    def action_refused(request: HttpRequest, exc: ActionRefused) -> HttpResponse:
+        return _respond(api, request, 409, exc.message)
+
+    @api.exception_handler(PermissionDenied)
+    def permission_denied(request: HttpRequest, exc: PermissionDenied) -> HttpResponse:
+        return _respond(api, request, 403, str(exc) or "You may not do this.")
+
+    @api.exception_handler(Http404)
+    def not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
+        return _respond(api, request, 404, str(exc) or "Not found.")

@@ -1,0 +1,188 @@
+"""Instances: list, create, read, delete, power actions and the run strategy.
+
+Power actions only claim the transition (the instance answers in its transitional state, 202);
+the work runs on the instance's host once the request has committed.
+"""
+
+from collections.abc import Callable
+
+from django.core.exceptions import ValidationError
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from ninja import Query, Router
+from ninja.responses import Status
+
+from instances import selectors
+from instances.api.auth import request_user
+from instances.api.errors import ERRORS, REFUSALS
+from instances.api.lookups import CHOOSE_IMAGE, chosen, images_of, object_for, project_for
+from instances.api.schemas import (
+    Id,
+    InstanceDetailOut,
+    InstanceFilters,
+    InstanceIn,
+    InstancePage,
+    RunStrategyIn,
+    Slug,
+)
+from instances.choices import Role
+from instances.models import Instance, Project
+from instances.services import power
+from instances.services.instances import (
+    DiskRequest,
+    InstanceRequest,
+    NicRequest,
+    instance_create,
+    instance_delete,
+    instance_set_run_strategy,
+)
+
+router = Router(tags=["instances"])
+
+DETAIL = {200: InstanceDetailOut, **REFUSALS}
+
+
+def _instances() -> QuerySet[Instance]:
+    return Instance.objects.prefetch_related("ssh_keys", "disks", "nics")
+
+
+@router.get("/projects/{slug}/instances", response={200: InstancePage, **ERRORS})
+def instance_list(
+    request: HttpRequest, slug: Slug, filters: Query[InstanceFilters]
+) -> dict[str, object]:
+    project, _ = project_for(request, slug)
+    instances = selectors.instance_list(
+        project,
+        state=filters.state or "",
+        zone=filters.zone or "",
+        subnet=str(filters.subnet or ""),
+        q=filters.search or "",
+    ).prefetch_related("ssh_keys")
+    start = (filters.page - 1) * filters.page_size
+    return {
+        "count": instances.count(),
+        "page": filters.page,
+        "page_size": filters.page_size,
+        "items": list(instances[start : start + filters.page_size]),
+    }
+
+
+@router.post("/projects/{slug}/instances", response={201: InstanceDetailOut, **REFUSALS})
+def instance_add(request: HttpRequest, slug: Slug, payload: InstanceIn) -> Status:
+    """Creates the instance with its disks and NICs, all or nothing; a run strategy of Always,
+    RerunOnFailure or Once also starts it."""
+    project, _ = project_for(request, slug, Role.OPERATOR)
+    instance = instance_create(
+        project=project, actor=request_user(request), request=_instance_request(project, payload)
+    )
+    return Status(201, _instances().get(pk=instance.pk))
+
+
+@router.get("/projects/{slug}/instances/{instance_id}", response={200: InstanceDetailOut, **ERRORS})
+def instance_get(request: HttpRequest, slug: Slug, instance_id: Id) -> Instance:
+    return object_for(_instances(), request, slug, instance_id)
+
+
+@router.delete("/projects/{slug}/instances/{instance_id}", response={204: None, **REFUSALS})
+def instance_remove(request: HttpRequest, slug: Slug, instance_id: Id) -> Status:
+    """Admins only, and only when stopped; secondary disks stay, detached."""
+    instance = object_for(Instance, request, slug, instance_id, Role.ADMIN)
+    instance_delete(instance=instance, actor=request_user(request))
+    return Status(204, None)
+
+
+@router.patch("/projects/{slug}/instances/{instance_id}", response=DETAIL)
+def instance_update(
+    request: HttpRequest, slug: Slug, instance_id: Id, payload: RunStrategyIn
+) -> Instance:
+    """Only the run strategy can change; it applies at once (Always starts, Halted stops)."""
+    return _set_run_strategy(request, slug, instance_id, payload)
+
+
+@router.post("/projects/{slug}/instances/{instance_id}/run-strategy", response=DETAIL)
+def instance_run_strategy(
+    request: HttpRequest, slug: Slug, instance_id: Id, payload: RunStrategyIn
+) -> Instance:
+    """The same as PATCH on the instance, for clients that only POST."""
+    return _set_run_strategy(request, slug, instance_id, payload)
+
+
+def _set_run_strategy(
+    request: HttpRequest, slug: str, instance_id: int, payload: RunStrategyIn
+) -> Instance:
+    instance = object_for(Instance, request, slug, instance_id, Role.OPERATOR)
+    instance_set_run_strategy(
+        instance=instance, actor=request_user(request), strategy=payload.run_strategy
+    )
+    return _instances().get(pk=instance.pk)
+
+
+POWER = {202: InstanceDetailOut, **REFUSALS}
+
+
+@router.post("/projects/{slug}/instances/{instance_id}/start", response=POWER)
+def instance_start(request: HttpRequest, slug: Slug, instance_id: Id) -> Status:
+    """Power on a stopped or failed instance."""
+    return _power(request, slug, instance_id, power.instance_start)
+
+
+@router.post("/projects/{slug}/instances/{instance_id}/shutdown", response=POWER)
+def instance_shutdown(request: HttpRequest, slug: Slug, instance_id: Id) -> Status:
+    """ACPI shutdown: the guest powers itself off cleanly."""
+    return _power(request, slug, instance_id, power.instance_shutdown)
+
+
+@router.post("/projects/{slug}/instances/{instance_id}/force-stop", response=POWER)
+def instance_force_stop(request: HttpRequest, slug: Slug, instance_id: Id) -> Status:
+    """Cut the power at once, for an unresponsive guest."""
+    return _power(request, slug, instance_id, power.instance_force_stop)
+
+
+@router.post("/projects/{slug}/instances/{instance_id}/restart", response=POWER)
+def instance_restart(request: HttpRequest, slug: Slug, instance_id: Id) -> Status:
+    """Reboot a running instance."""
+    return _power(request, slug, instance_id, power.instance_restart)
+
+
+def _power(
+    request: HttpRequest, slug: str, instance_id: int, service: Callable[..., None]
+) -> Status:
+    instance = object_for(Instance, request, slug, instance_id, Role.OPERATOR)
+    service(instance=instance, actor=request_user(request))
+    return Status(202, _instances().get(pk=instance.pk))
+
+
+def _instance_request(project: Project, payload: InstanceIn) -> InstanceRequest:
+    """Turn the ids of the body into the project's objects; one that names nothing the project
+    may use is an error on that field, worded like the services' own."""
+    images = images_of(project)
+    root_image = chosen(images, payload.root_image, "root_image", CHOOSE_IMAGE)
+    keys = list(project.ssh_keys.filter(pk__in=payload.ssh_keys))
+    if len(keys) != len(set(payload.ssh_keys)):
+        raise ValidationError({"ssh_keys": "Choose SSH keys of this project."})
+    disks = [
+        DiskRequest(
+            size_gb=disk.size_gb,
+            role=disk.role,
+            image=(
+                chosen(images, disk.image, f"disks-{number}-image", CHOOSE_IMAGE)
+                if disk.image is not None
+                else None
+            ),
+            bus=disk.bus,
+            name=disk.name,
+            boot_order=disk.boot_order,
+        )
+        for number, disk in enumerate(payload.disks)
+    ]
+    nics = []
+    for index, nic in enumerate(payload.nics):
+        subnet = chosen(
+            project.subnets.all(), nic.subnet, f"nics-{index}-subnet",
+            "Choose a subnet of this project.",
+        )  # fmt: skip
+        nics.append(
+            NicRequest(subnet=subnet, ipv4=nic.ipv4, ipv6=nic.ipv6, mac=nic.mac, model=nic.model)
+        )
+    fields = payload.model_dump(exclude={"root_image", "ssh_keys", "disks", "nics"})
+    return InstanceRequest(**fields, root_image=root_image, ssh_keys=keys, disks=disks, nics=nics)

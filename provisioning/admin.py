@@ -1,0 +1,72 @@
+from django import forms
+from django.contrib import admin
+
+from provisioning.models import CloudAccount, JobStep, ProvisioningJob
+
+
+class CloudAccountForm(forms.ModelForm):
+    """The secret is write-only: typed in to set or replace it, never shown back."""
+
+    new_secret_access_key = forms.CharField(
+        label="Secret access key",
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="Leave empty to keep the stored secret (it is encrypted and never shown).",
+    )
+
+    endpoint_url = forms.URLField(label="Endpoint URL", required=False, assume_scheme="https")
+
+    class Meta:
+        model = CloudAccount
+        fields = [
+            "project", "provider", "name", "default_region", "access_key_id",
+            "new_secret_access_key", "role_arn", "endpoint_url", "sandbox",
+        ]  # fmt: skip
+
+    def save(self, commit: bool = True) -> CloudAccount:
+        account = super().save(commit=False)
+        if self.cleaned_data.get("new_secret_access_key"):
+            account.secret_access_key = self.cleaned_data["new_secret_access_key"]
+        if commit:
+            account.save()
+        return account
+
+
+@admin.register(CloudAccount)
+class CloudAccountAdmin(admin.ModelAdmin):
+    form = CloudAccountForm
+    list_display = ["name", "project", "provider", "default_region", "sandbox", "last_check_ok"]
+    list_filter = ["provider", "sandbox", "project"]
+    search_fields = ["name", "project__name", "access_key_id"]
+    readonly_fields = ["has_secret", "last_checked_at", "last_check_ok", "last_check_message"]
+
+    @admin.display(boolean=True, description="Secret stored")
+    def has_secret(self, account: CloudAccount) -> bool:
+        return account.has_secret
+
+
+class JobStepInline(admin.TabularInline):
+    model = JobStep
+    extra = 0
+    can_delete = False
+    fields = ("position", "phase", "name", "status", "attempts", "started_at", "finished_at")
+    readonly_fields = fields
+
+
+@admin.register(ProvisioningJob)
+class ProvisioningJobAdmin(admin.ModelAdmin):
+    """Jobs change only through the pipeline and its services; the admin shows them."""
+
+    list_display = ["name", "project", "provider", "region", "pool_mode", "status", "created_at"]
+    list_filter = ["status", "provider", "pool_mode", "project"]
+    search_fields = ["name", "token", "project__name"]
+    readonly_fields = ["token", "status", "phase", "message", "config", "finished_at"]
+    inlines = [JobStepInline]
+
+
+@admin.register(JobStep)
+class JobStepAdmin(admin.ModelAdmin):
+    list_display = ["job", "position", "name", "phase", "status", "attempts", "finished_at"]
+    list_filter = ["status", "name", "phase"]
+    search_fields = ["job__name", "name", "message"]
+    readonly_fields = ["log"]

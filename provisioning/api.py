@@ -1,0 +1,207 @@
+"""Provisioning jobs over the JSON API: POST/GET /provisioning-jobs and GET/PATCH/DELETE
+/provisioning-jobs/{id}, with the same auth and error bodies as the instances API.
+
+PATCH takes `{"vmOp": "attach_lb" | "detach_lb"}`; DELETE starts the ordered teardown. Both
+answer 202 with the job: its steps then run on the workers.
+"""
+
+from datetime import datetime
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from ninja import Query, Router, Schema
+from ninja.responses import Status
+
+from instances.access import object_for_user, project_role
+from instances.api.auth import request_user
+from instances.api.errors import ERRORS, REFUSALS, ErrorOut
+from instances.api.lookups import project_for
+from instances.api.schemas import Id, Number, Slug, Text
+from instances.choices import Role
+from instances.selectors import projects_for_user
+from provisioning.actions import VM_OPS, job_allowed_actions
+from provisioning.infra import InfraConfig
+from provisioning.models import CloudAccount, ProvisioningJob
+from provisioning.services import jobs
+from provisioning.validation import provider_errors
+
+router = Router(tags=["provisioning"])
+
+
+class JobIn(Schema):
+    project: Slug
+    account: Id
+    name: Text
+    provider: Text = "aws"
+    region: Text = ""
+    pool_mode: Text = "Fixed"
+    instance_count: Number = 1
+    asg_min: Number = 1
+    asg_max: Number = 1
+    asg_desired: Number = 1
+    instance_type: Text = "t3.micro"
+    disk_gb: Number = 20
+    image_id: Text = ""
+    network_mode: Text = "new"
+    vpc_cidr: Text = "10.42.0.0/16"
+    existing_vpc_id: Text = ""
+    existing_subnet_id: Text = ""
+    bootstrap_mode: Text = "default"
+    load_balancer: bool = False
+    health_check_path: Text = "/healthz"
+    health_check_port: Number = 80
+    dns_name: Text = ""
+    exec_mode: Text = "SSM"
+
+
+class VmOpIn(Schema):
+    vmOp: Text  # the product's own field name
+
+
+class StepOut(Schema):
+    position: int
+    phase: str
+    name: str
+    status: str
+    attempts: int
+    started_at: datetime | None
+    finished_at: datetime | None
+    message: str
+    log: list[dict[str, str]]
+
+
+class JobOut(Schema):
+    id: int
+    project: str
+    account: int
+    name: str
+    provider: str
+    region: str
+    pool_mode: str
+    status: str
+    phase: str
+    message: str
+    config: dict[str, Any]
+    steps: list[StepOut]
+    allowed_actions: dict[str, bool]
+    created_at: datetime
+    finished_at: datetime | None
+
+
+class JobFilters(Schema):
+    project: Slug | None = None
+    status: Text | None = None
+
+
+def _out(job: ProvisioningJob, request: HttpRequest) -> dict[str, Any]:
+    role = project_role(request_user(request), job.project)
+    return {
+        "id": job.pk,
+        "project": job.project.slug,
+        "account": job.account_id,
+        "name": job.name,
+        "provider": job.provider,
+        "region": job.region,
+        "pool_mode": job.pool_mode,
+        "status": job.status,
+        "phase": job.phase,
+        "message": job.message,
+        "config": job.config,
+        "steps": list(job.steps.all()),
+        "allowed_actions": {
+            name: bool(allowed) for name, allowed in job_allowed_actions(job, role).items()
+        },
+        "created_at": job.created_at,
+        "finished_at": job.finished_at,
+    }
+
+
+def _job(request: HttpRequest, job_id: int, required: Role = Role.VIEWER) -> ProvisioningJob:
+    job, _ = object_for_user(
+        ProvisioningJob.objects.all(), request_user(request), required, pk=job_id
+    )
+    return job
+
+
+def _jobs() -> QuerySet[ProvisioningJob]:
+    return ProvisioningJob.objects.select_related("project").prefetch_related("steps")
+
+
+@router.get("/provisioning-jobs", response={200: list[JobOut], **ERRORS})
+def job_list(request: HttpRequest, filters: Query[JobFilters]) -> list[dict[str, Any]]:
+    """The jobs of every project you are a member of (or of one project)."""
+    if filters.project:
+        project, _ = project_for(request, filters.project)
+        found = _jobs().filter(project=project)
+    else:
+        found = _jobs().filter(project__in=projects_for_user(request_user(request)))
+    if filters.status:
+        found = found.filter(status=filters.status)
+    return [_out(job, request) for job in found[:200]]
+
+
+@router.post("/provisioning-jobs", response={201: JobOut, **REFUSALS})
+def job_add(request: HttpRequest, payload: JobIn) -> Status:
+    """Operators: check the request and queue the pipeline (7 steps, 11 with a load balancer).
+    provider=azure answers with the clean Invalid stub; gcp arrives next."""
+    project, _ = project_for(request, payload.project, Role.OPERATOR)
+    errors = provider_errors(payload.provider)
+    if errors:
+        raise ValidationError(errors)
+    account = CloudAccount.objects.filter(project=project, pk=payload.account).first()
+    if account is None:
+        raise ValidationError({"account": "Choose a cloud account of this project."})
+    if account.provider != payload.provider:
+        raise ValidationError(
+            {"account": f"The account {account.name} is not on {payload.provider}."}
+        )
+    choices = payload.model_dump(exclude={"project", "account", "name"})
+    choices["region"] = choices["region"] or account.default_region
+    job = jobs.job_create(
+        project=project, account=account, actor=request_user(request), name=payload.name,
+        config=InfraConfig(**choices),
+    )  # fmt: skip
+    return Status(201, _out(_jobs().get(pk=job.pk), request))
+
+
+@router.get("/provisioning-jobs/{job_id}", response={200: JobOut, **ERRORS})
+def job_get(request: HttpRequest, job_id: Id) -> dict[str, Any]:
+    return _out(_job(request, job_id), request)
+
+
+@router.patch("/provisioning-jobs/{job_id}", response={202: JobOut, 400: ErrorOut, **REFUSALS})
+def job_update(request: HttpRequest, job_id: Id, payload: VmOpIn) -> Status:
+    """`{"vmOp": "attach_lb"}` adds the load balancer to a ready job, `{"vmOp": "detach_lb"}`
+    removes it; the VMs are not re-provisioned."""
+    job = _job(request, job_id, Role.OPERATOR)
+    if payload.vmOp not in VM_OPS:
+        message = f"Unknown vmOp {payload.vmOp!r}: the allowed values are {', '.join(VM_OPS)}."
+        return Status(400, {"detail": message, "errors": {"vmOp": [message]}})
+    jobs.job_vm_op(job=job, actor=request_user(request), op=payload.vmOp)
+    return Status(202, _out(_jobs().get(pk=job.pk), request))
+
+
+@router.delete("/provisioning-jobs/{job_id}", response={202: JobOut, **REFUSALS})
+def job_delete(request: HttpRequest, job_id: Id) -> Status:
+    """Admins: the ordered teardown (detach LB; VMs; launch template; security group; IAM;
+    network if the job made it) runs as tracked steps; the job ends as deleted."""
+    job = _job(request, job_id, Role.ADMIN)
+    jobs.job_teardown(job=job, actor=request_user(request))
+    return Status(202, _out(_jobs().get(pk=job.pk), request))
+
+
+@router.post("/provisioning-jobs/{job_id}/retry", response={202: JobOut, **REFUSALS})
+def job_retry(request: HttpRequest, job_id: Id) -> Status:
+    """Resume a failed job at its failed step."""
+    job = _job(request, job_id, Role.OPERATOR)
+    jobs.job_retry(job=job, actor=request_user(request))
+    return Status(202, _out(_jobs().get(pk=job.pk), request))
+
+
+@router.post("/provisioning-jobs/{job_id}/cancel", response={202: JobOut, **REFUSALS})
+def job_cancel(request: HttpRequest, job_id: Id) -> Status:
+    job = _job(request, job_id, Role.OPERATOR)
+    jobs.job_cancel(job=job, actor=request_user(request))
+    return Status(202, _out(_jobs().get(pk=job.pk), request))

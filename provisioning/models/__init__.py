@@ -1,0 +1,4 @@
+from .accounts import CloudAccount
+from .jobs import JobStep, ProvisioningJob
+
+__all__ = ["CloudAccount", "JobStep", "ProvisioningJob"]

@@ -1,0 +1,52 @@
+from django.db import models
+
+from provisioning import secrets
+from provisioning.choices import Provider
+
+
+class CloudAccount(models.Model):
+    """Credentials a project provisions with: access keys (the secret encrypted at rest), or
+    access keys plus a role to assume; a default region; an optional endpoint URL (a local
+    moto server for the sandbox, a VPC endpoint, ...)."""
+
+    project = models.ForeignKey(
+        "instances.Project", on_delete=models.CASCADE, related_name="cloud_accounts"
+    )
+    provider = models.CharField(max_length=8, choices=Provider.choices, default=Provider.AWS)
+    name = models.CharField(max_length=100)
+    default_region = models.CharField(max_length=32, default="us-east-1")
+    access_key_id = models.CharField(max_length=128, blank=True)
+    secret_access_key_encrypted = models.TextField(blank=True, editable=False)
+    role_arn = models.CharField("Role ARN", max_length=2048, blank=True)
+    endpoint_url = models.URLField(
+        "Endpoint URL", blank=True, help_text="Leave empty for the cloud's public endpoints."
+    )
+    sandbox = models.BooleanField(
+        default=False, help_text="A local moto server, not a real cloud: nothing is billed."
+    )
+    last_checked_at = models.DateTimeField(null=True, blank=True)
+    last_check_ok = models.BooleanField(null=True, blank=True)
+    last_check_message = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["project", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "name"], name="cloud_account_name_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.get_provider_display()})"
+
+    @property
+    def secret_access_key(self) -> str:
+        return secrets.decrypt(self.secret_access_key_encrypted)
+
+    @secret_access_key.setter
+    def secret_access_key(self, plaintext: str) -> None:
+        self.secret_access_key_encrypted = secrets.encrypt(plaintext)
+
+    @property
+    def has_secret(self) -> bool:
+        return bool(self.secret_access_key_encrypted)

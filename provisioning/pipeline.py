@@ -1,0 +1,330 @@
+"""The pipeline: the seed's steps in order, and the runner that claims and runs them.
+
+    stepValidate → stepCreateNetwork → stepCreateIAM → stepCreateLaunchTemplate → stepCreateVMs
+        → [stepCreateLoadBalancer, stepCreateTargetGroup, stepCreateListener, stepCreateDNSRecord]
+        → stepRegisterSpace → stepFinalize
+
+7 steps without a load balancer, 11 with. Attaching an LB later runs the 4 LB steps, detaching
+runs stepDetachLoadBalancer, and DELETE runs the seed's teardown as steps of the same job.
+
+`job_advance` runs one step:
+1. skip unless the job is in a transitional status;
+2. pick the first step not done; claim it with a conditional UPDATE (pending, or running with a
+   lapsed lease because its worker died) — zero rows updated means another worker has it;
+3. run it, retrying transient CloudErrors with a bounded exponential backoff, counting attempts;
+4. record the outcome: success → the next step is queued on commit; a permanent error → the
+   step and the job fail with the cloud's own message; retry_from_failed_step resumes there.
+"""
+
+import logging
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from provisioning.choices import (
+    DONE_STATUS,
+    JOB_TRANSITIONAL,
+    RUNNING_STATUS,
+    JobStatus,
+    Phase,
+    StepStatus,
+)
+from provisioning.infra import InfraConfig
+from provisioning.models import JobStep, ProvisioningJob
+from provisioning.providers import CloudError, Provider, StepContext, provider_for
+
+log = logging.getLogger(__name__)
+
+PROVISION_STEPS = [
+    "stepValidate",
+    "stepCreateNetwork",
+    "stepCreateIAM",
+    "stepCreateLaunchTemplate",
+    "stepCreateVMs",
+]
+LB_STEPS = [
+    "stepCreateLoadBalancer",
+    "stepCreateTargetGroup",
+    "stepCreateListener",
+    "stepCreateDNSRecord",
+]
+FINAL_STEPS = ["stepRegisterSpace", "stepFinalize"]
+TEARDOWN_STEPS = [
+    "stepDetachLoadBalancer",
+    "stepTerminateVMs",
+    "stepDeleteLaunchTemplate",
+    "stepDeleteSecurityGroup",
+    "stepDeleteIAM",
+    "stepDeleteNetwork",
+]
+
+
+def steps_for(phase: str, config: InfraConfig) -> list[str]:
+    if phase == Phase.PROVISION:
+        return PROVISION_STEPS + (LB_STEPS if config.load_balancer else []) + FINAL_STEPS
+    if phase == Phase.ATTACH_LB:
+        return list(LB_STEPS)
+    if phase == Phase.DETACH_LB:
+        return ["stepDetachLoadBalancer"]
+    return list(TEARDOWN_STEPS)
+
+
+@dataclass
+class Run:
+    """What a step function gets: the job, its InfraConfig, the provider and the step context."""
+
+    job: ProvisioningJob
+    config: InfraConfig
+    provider: Provider
+    ctx: StepContext
+
+
+StepFunction = Callable[[Run], str]
+STEPS: dict[str, StepFunction] = {}
+
+
+def step(name: str) -> Callable[[StepFunction], StepFunction]:
+    """Register a step function under the seed's step name."""
+
+    def register(function: StepFunction) -> StepFunction:
+        STEPS[name] = function
+        return function
+
+    return register
+
+
+def job_tags(job: ProvisioningJob) -> dict[str, str]:
+    return {
+        "zopday:job": str(job.pk),
+        "zopday:token": job.token,
+        "zopday:project": job.project.slug,
+        "zopday:managed-by": "zopday-console",
+    }
+
+
+def append_steps(job: ProvisioningJob, phase: str, config: InfraConfig) -> list[JobStep]:
+    """Add the steps of a phase after the job's existing steps."""
+    last = job.steps.order_by("-position").values_list("position", flat=True).first() or 0
+    return JobStep.objects.bulk_create(
+        JobStep(job=job, position=last + offset, phase=phase, name=name)
+        for offset, name in enumerate(steps_for(phase, config), start=1)
+    )
+
+
+def queue_advance(job_id: int) -> None:
+    """Queue the job's next step once the surrounding transaction has committed."""
+    from zopday.celery import app
+
+    queue = settings.ZOPDAY_PROVISIONING_QUEUE
+    transaction.on_commit(lambda: app.send_task("provisioning.advance", args=[job_id], queue=queue))
+
+
+# ---- the runner ---------------------------------------------------------------------------------
+class _StepLog:
+    """Log lines of the running step, written through so the progress page shows them live."""
+
+    def __init__(self, step: JobStep) -> None:
+        self.step = step
+        self.lines: list[dict[str, str]] = list(step.log or [])
+        self.last_beat = 0.0
+
+    def write(self, line: str) -> None:
+        self.lines.append({"at": timezone.now().isoformat(timespec="seconds"), "line": line})
+        JobStep.objects.filter(pk=self.step.pk).update(log=self.lines)
+
+    def heartbeat(self) -> None:
+        if time.monotonic() - self.last_beat < 2:
+            return
+        self.last_beat = time.monotonic()
+        JobStep.objects.filter(pk=self.step.pk, status=StepStatus.RUNNING).update(
+            lease_until=_lease_end()
+        )
+
+
+def _lease_end() -> datetime:
+    return timezone.now() + timedelta(seconds=settings.ZOPDAY_PROVISIONING_LEASE_SECONDS)
+
+
+def next_step(job: ProvisioningJob) -> JobStep | None:
+    return (
+        job.steps.filter(status__in=[StepStatus.PENDING, StepStatus.RUNNING])
+        .order_by("position")
+        .first()
+    )
+
+
+def _claim(step: JobStep) -> bool:
+    now = timezone.now()
+    claimable = Q(status=StepStatus.PENDING) | Q(status=StepStatus.RUNNING, lease_until__lt=now)
+    return bool(
+        JobStep.objects.filter(claimable, pk=step.pk).update(
+            status=StepStatus.RUNNING,
+            attempts=F("attempts") + 1,
+            started_at=now,
+            finished_at=None,
+            lease_until=_lease_end(),
+            message="",
+        )
+    )
+
+
+def job_advance(job_id: int) -> bool:
+    """Run the job's next step; True when another step should be queued."""
+    job = ProvisioningJob.objects.select_related("account", "project").filter(pk=job_id).first()
+    if job is None or job.status not in JOB_TRANSITIONAL:
+        return False
+    step = next_step(job)
+    if step is None:
+        _finish_phase(job)
+        return False
+    if not _claim(step):
+        return False  # another worker runs it, or just finished it
+    if job.status == JobStatus.PENDING:
+        ProvisioningJob.objects.filter(pk=job.pk, status=JobStatus.PENDING).update(
+            status=RUNNING_STATUS[Phase(job.phase)], updated_at=timezone.now()
+        )
+    step.refresh_from_db()
+    succeeded = _run_step(job, step)
+    if not succeeded:
+        return False
+    job.refresh_from_db(fields=["status"])
+    if job.status not in JOB_TRANSITIONAL:
+        return False  # cancelled while the step ran
+    if next_step(job) is None:
+        _finish_phase(job)
+        return False
+    return True
+
+
+def _run_step(job: ProvisioningJob, step: JobStep) -> bool:
+    config = InfraConfig.from_json(job.config)
+    step_log = _StepLog(step)
+
+    def save() -> None:
+        ProvisioningJob.objects.filter(pk=job.pk).update(
+            config=config.to_json(), updated_at=timezone.now()
+        )
+
+    ctx = StepContext(
+        job_id=job.pk,
+        token=job.token,
+        name=job.name,
+        tags=job_tags(job),
+        log=step_log.write,
+        heartbeat=step_log.heartbeat,
+        save=save,
+    )
+    function = STEPS[step.name]
+    attempts = settings.ZOPDAY_PROVISIONING_RETRY_ATTEMPTS
+    base = settings.ZOPDAY_PROVISIONING_RETRY_BASE_SECONDS
+    for try_number in range(1, attempts + 1):
+        if try_number > 1:
+            JobStep.objects.filter(pk=step.pk).update(
+                attempts=F("attempts") + 1, lease_until=_lease_end()
+            )
+        try:
+            run = Run(
+                job=job, config=config, provider=provider_for(job.account, job.region), ctx=ctx
+            )
+            message = function(run)
+        except CloudError as error:
+            step_log.write(f"{'transient' if error.retryable else 'error'}: {error.message}")
+            if error.retryable and try_number < attempts:
+                delay = base * 2 ** (try_number - 1)
+                step_log.write(f"retrying in {delay:g} s (try {try_number + 1} of {attempts})")
+                time.sleep(delay)
+                continue
+            save()
+            _fail(job, step, error.message)
+            return False
+        except Exception as error:  # a bug of ours: the user sees a short reason, logs the rest
+            log.exception("step %s of job %s", step.name, job.pk)
+            step_log.write("internal error: " + traceback.format_exception_only(error)[-1].strip())
+            save()
+            _fail(job, step, f"Internal error in {step.name}: {error}")
+            return False
+        save()
+        JobStep.objects.filter(pk=step.pk).update(
+            status=StepStatus.SUCCEEDED,
+            finished_at=timezone.now(),
+            lease_until=None,
+            message=message[:1000],
+        )
+        return True
+    return False  # not reached: the last try either returns or fails
+
+
+def _fail(job: ProvisioningJob, step: JobStep, message: str) -> None:
+    now = timezone.now()
+    with transaction.atomic():
+        JobStep.objects.filter(pk=step.pk).update(
+            status=StepStatus.FAILED, finished_at=now, lease_until=None, message=message[:1000]
+        )
+        ProvisioningJob.objects.filter(pk=job.pk, status__in=JOB_TRANSITIONAL).update(
+            status=JobStatus.FAILED,
+            message=f"{step.name} failed: {message}"[:1000],
+            finished_at=now,
+            updated_at=now,
+        )
+        from instances.choices import Outcome
+        from instances.services import audit_record
+
+        audit_record(
+            actor=None,
+            action=f"provisioning.{job.phase}",
+            project=job.project,
+            target=job,
+            outcome=Outcome.FAILURE,
+            message=f"{step.name}: {message}"[:1000],
+        )
+
+
+def _finish_phase(job: ProvisioningJob) -> None:
+    now = timezone.now()
+    status = DONE_STATUS[Phase(job.phase)]
+    ProvisioningJob.objects.filter(pk=job.pk, status__in=JOB_TRANSITIONAL).update(
+        status=status, message="", finished_at=now, updated_at=now
+    )
+
+
+def job_run_inline(job_id: int) -> ProvisioningJob:
+    """Run every remaining step in this process (management commands, tests, benchmarks)."""
+    while job_advance(job_id):
+        pass
+    return ProvisioningJob.objects.get(pk=job_id)
+
+
+def _stalled(step: JobStep, now: datetime, quiet_since: datetime, job: ProvisioningJob) -> bool:
+    if step.status == StepStatus.RUNNING:
+        return bool(step.lease_until and step.lease_until < now)
+    return job.updated_at < quiet_since
+
+
+def jobs_resume_stalled() -> list[int]:
+    """Queue the jobs whose next step nobody is working on: its worker died (lease lapsed), or
+    its message was lost. The claim makes a duplicate message harmless."""
+    now = timezone.now()
+    quiet_since = now - timedelta(seconds=settings.ZOPDAY_PROVISIONING_LEASE_SECONDS)
+    resumed = []
+    for job in ProvisioningJob.objects.filter(status__in=JOB_TRANSITIONAL):
+        step = next_step(job)
+        if step is None or _stalled(step, now, quiet_since, job):
+            resumed.append(job.pk)
+    from zopday.celery import app
+
+    for job_id in resumed:
+        app.send_task(
+            "provisioning.advance", args=[job_id], queue=settings.ZOPDAY_PROVISIONING_QUEUE
+        )
+    return resumed
+
+
+# The step functions register themselves on import.
+from provisioning import steps  # noqa: E402, F401

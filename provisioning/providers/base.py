@@ -1,0 +1,98 @@
+"""The one protocol every cloud provider implements, and the one error type it raises.
+
+Steps call these methods; each is idempotent: it finds what an earlier attempt made (by the
+job's tag or a deterministic name) before creating anything, and records ids in the InfraConfig.
+Cloud SDK imports stay inside the provider modules.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from provisioning.infra import InfraConfig
+
+
+class CloudError(Exception):
+    """A cloud refused or failed: `message` is the cloud's own reason, shown to the user;
+    `retryable` says whether trying again can help (throttling, a resource still settling)."""
+
+    def __init__(self, message: str, *, retryable: bool = False, code: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.retryable = retryable
+        self.code = code
+
+
+@dataclass
+class StepContext:
+    """What a provider method needs besides the config: the job's names and tags, a log, and a
+    heartbeat to call while waiting (it renews the step's lease)."""
+
+    job_id: int
+    token: str
+    name: str
+    tags: dict[str, str]
+    log: Callable[[str], None] = field(default=lambda line: None)
+    heartbeat: Callable[[], None] = field(default=lambda: None)
+    save: Callable[[], None] = field(default=lambda: None)
+
+    def resource_name(self, suffix: str) -> str:
+        """A deterministic cloud-side name: zopday-<name>-<token>-<suffix>."""
+        return f"zopday-{self.name}-{self.token}-{suffix}"
+
+
+class Provider(Protocol):
+    name: str
+
+    def check_connection(self) -> str: ...
+
+    def validate(self, config: InfraConfig, ctx: StepContext) -> str: ...
+
+    def create_network(self, config: InfraConfig, ctx: StepContext) -> str: ...
+
+    def create_iam(self, config: InfraConfig, ctx: StepContext) -> str: ...
+
+    def create_launch_template(
+        self, config: InfraConfig, ctx: StepContext, user_data: str
+    ) -> str: ...
+
+    def create_vms(self, config: InfraConfig, ctx: StepContext) -> str: ...
+
+    def wait_until_ready(self, config: InfraConfig, ctx: StepContext) -> str: ...
+
+    def create_load_balancer(self, config: InfraConfig, ctx: StepContext) -> str: ...
+
+    def create_target_group(self, config: InfraConfig, ctx: StepContext) -> str: ...
+
+    def create_listener(self, config: InfraConfig, ctx: StepContext) -> str: ...
+
+    def create_dns_record(self, config: InfraConfig, ctx: StepContext) -> str: ...
+
+    def detach_load_balancer(self, config: InfraConfig, ctx: StepContext) -> str: ...
+
+    def delete_vms(self, config: InfraConfig, ctx: StepContext) -> str: ...
+
+    def delete_launch_template(self, config: InfraConfig, ctx: StepContext) -> str: ...
+
+    def delete_security_group(self, config: InfraConfig, ctx: StepContext) -> str: ...
+
+    def delete_iam(self, config: InfraConfig, ctx: StepContext) -> str: ...
+
+    def delete_network(self, config: InfraConfig, ctx: StepContext) -> str: ...
+
+    def describe_vms(self, config: InfraConfig, ctx: StepContext) -> list[dict[str, str]]: ...
+
+    def vm_power(self, config: InfraConfig, instance_id: str, action: str) -> str: ...
+
+
+class UnavailableProvider:
+    """A provider that is not available yet: every call answers with the same clean Invalid."""
+
+    name = "unavailable"
+    reason = "Invalid: this provider is not available."
+
+    def __getattr__(self, attribute: str) -> Callable[..., str]:
+        def refuse(*args: object, **kwargs: object) -> str:
+            raise CloudError(self.reason, retryable=False, code="Invalid")
+
+        return refuse

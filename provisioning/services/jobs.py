@@ -1,0 +1,144 @@
+"""Create, retry, cancel and tear down provisioning jobs, and attach/detach their LB.
+
+Each runs in a transaction, leaves an audit event naming the acting user, and queues the job's
+next step on commit.
+"""
+
+from django.contrib.auth.models import AbstractBaseUser, User
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from instances.access import project_role
+from instances.actions import require
+from instances.models import Project
+from instances.services import audit_record
+from provisioning import actions
+from provisioning.choices import JOB_TRANSITIONAL, RUNNING_STATUS, JobStatus, Phase, StepStatus
+from provisioning.infra import InfraConfig
+from provisioning.models import CloudAccount, ProvisioningJob
+from provisioning.pipeline import append_steps, queue_advance
+from provisioning.validation import validate_request
+
+
+def job_create(
+    *,
+    project: Project,
+    account: CloudAccount,
+    actor: AbstractBaseUser,
+    name: str,
+    config: InfraConfig,
+) -> ProvisioningJob:
+    """Check the request, store the job with its 7 or 11 steps, and queue stepValidate."""
+    require(actions.create(project_role(actor, project)))
+    if account.project_id != project.pk:
+        raise ValidationError({"account": "Choose a cloud account of this project."})
+    config.provider = account.provider
+    validate_request(name, config)
+    with transaction.atomic():
+        job = ProvisioningJob.objects.create(
+            project=project,
+            account=account,
+            name=name,
+            provider=account.provider,
+            region=config.region,
+            pool_mode=config.pool_mode,
+            config=config.to_json(),
+            created_by=actor if isinstance(actor, User) else None,
+        )
+        steps = append_steps(job, Phase.PROVISION, config)
+        audit_record(
+            actor=actor,
+            action="provisioning.create",
+            project=project,
+            target=job,
+            message=f"{len(steps)} steps on {account.name} in {config.region}",
+        )
+        queue_advance(job.pk)
+    return job
+
+
+def job_retry(*, job: ProvisioningJob, actor: AbstractBaseUser) -> ProvisioningJob:
+    """Resume a failed job at its failed step; the steps before it are not run again."""
+    require(actions.retry(job, project_role(actor, job.project)))
+    with transaction.atomic():
+        failed = job.steps.filter(status=StepStatus.FAILED).order_by("position").first()
+        if failed is not None:
+            job.steps.filter(position__gte=failed.position).exclude(
+                status=StepStatus.SUCCEEDED
+            ).update(status=StepStatus.PENDING, finished_at=None, lease_until=None)
+        job.status = RUNNING_STATUS[Phase(job.phase)]
+        job.message = ""
+        job.finished_at = None
+        job.save(update_fields=["status", "message", "finished_at", "updated_at"])
+        audit_record(
+            actor=actor,
+            action="provisioning.retry",
+            project=job.project,
+            target=job,
+            message=f"from {failed.name}" if failed else "",
+        )
+        queue_advance(job.pk)
+    return job
+
+
+def job_cancel(*, job: ProvisioningJob, actor: AbstractBaseUser) -> ProvisioningJob:
+    """Stop after the running step; the steps not started are cancelled. What was made stays
+    until the job is deleted."""
+    require(actions.cancel(job, project_role(actor, job.project)))
+    with transaction.atomic():
+        now = timezone.now()
+        updated = ProvisioningJob.objects.filter(pk=job.pk, status__in=JOB_TRANSITIONAL).update(
+            status=JobStatus.CANCELLED,
+            message="Cancelled: delete the job to remove what it made.",
+            finished_at=now,
+            updated_at=now,
+        )
+        job.steps.filter(status=StepStatus.PENDING).update(
+            status=StepStatus.CANCELLED, finished_at=now
+        )
+        if updated:
+            audit_record(actor=actor, action="provisioning.cancel", project=job.project, target=job)
+    job.refresh_from_db()
+    return job
+
+
+def _start_phase(job: ProvisioningJob, phase: Phase, config: InfraConfig) -> None:
+    job.steps.filter(status__in=[StepStatus.PENDING, StepStatus.FAILED]).update(
+        status=StepStatus.CANCELLED
+    )
+    append_steps(job, phase, config)
+    job.phase = phase
+    job.status = RUNNING_STATUS[phase]
+    job.message = ""
+    job.finished_at = None
+    job.config = config.to_json()
+    job.save(update_fields=["phase", "status", "message", "finished_at", "config", "updated_at"])
+    queue_advance(job.pk)
+
+
+def job_teardown(*, job: ProvisioningJob, actor: AbstractBaseUser) -> ProvisioningJob:
+    """DELETE: the seed's ordered teardown, as tracked steps of the same job."""
+    require(actions.delete(job, project_role(actor, job.project)))
+    with transaction.atomic():
+        _start_phase(job, Phase.TEARDOWN, InfraConfig.from_json(job.config))
+        audit_record(actor=actor, action="provisioning.delete", project=job.project, target=job)
+    return job
+
+
+def job_vm_op(*, job: ProvisioningJob, actor: AbstractBaseUser, op: str) -> ProvisioningJob:
+    """PATCH vmOp: attach_lb creates the LB steps' resources for a landed job; detach_lb
+    removes them. The VMs are not touched."""
+    if op not in actions.VM_OPS:
+        raise ValidationError(
+            {"vmOp": f"Unknown vmOp {op!r}: use one of {', '.join(actions.VM_OPS)}."}
+        )
+    rule = actions.attach_lb if op == "attach_lb" else actions.detach_lb
+    require(rule(job, project_role(actor, job.project)))
+    with transaction.atomic():
+        config = InfraConfig.from_json(job.config)
+        if op == "attach_lb":
+            config.load_balancer = True
+        _start_phase(job, Phase(op), config)
+        audit_record(actor=actor, action=f"provisioning.{op}", project=job.project, target=job)
+    return job

@@ -1,0 +1,60 @@
+"""stepRegisterSpace's record in the console: the job's VMs as instances of the project."""
+
+from django.db import transaction
+from django.utils import timezone
+
+from instances.choices import PowerState
+from instances.models import Instance
+from provisioning.infra import InfraConfig
+from provisioning.models import ProvisioningJob
+from provisioning.prices import INSTANCE_SIZES
+
+BACKEND = "aws"
+
+
+def space_register(*, job: ProvisioningJob, config: InfraConfig, vms: list[dict[str, str]]) -> str:
+    """Add (or refresh) one instance row per VM, backend "aws", named <job name>-<n>."""
+    vcpus, memory = INSTANCE_SIZES.get(config.instance_type, (1, 1))
+    described = {vm["instance_id"]: vm for vm in vms}
+    with transaction.atomic():
+        for number, vm in enumerate(config.vms, start=1):
+            facts = described.get(vm.instance_id, {})
+            vm.private_ip = facts.get("private_ip", vm.private_ip)
+            vm.zone = facts.get("zone", vm.zone)
+            running = facts.get("state") == "running"
+            instance = Instance.objects.filter(pk=vm.console_instance_id or 0).first()
+            if instance is None:
+                instance, _ = Instance.objects.get_or_create(
+                    project=job.project,
+                    name=f"{job.name}-{number}",
+                    defaults={
+                        "zone": vm.zone[:32] or job.region,
+                        "backend": BACKEND,
+                        "host": f"{BACKEND}:{job.region}",
+                        "vcpus": vcpus,
+                        "memory_gb": memory,
+                    },
+                )
+            instance.power_state = PowerState.RUNNING if running else PowerState.STOPPED
+            instance.power_message = f"{vm.instance_id} · {vm.private_ip} · job {job.pk}"[:300]
+            instance.state_changed_at = timezone.now()
+            instance.save(update_fields=["power_state", "power_message", "state_changed_at"])
+            vm.console_instance_id = instance.pk
+        config.space = {
+            "registered_at": timezone.now().isoformat(timespec="seconds"),
+            "instances": [vm.console_instance_id for vm in config.vms],
+            "region": job.region,
+            "exec_mode": config.exec_mode,
+            "load_balancer": config.resources.get("load_balancer_dns", ""),
+            "dns_name": config.dns_name if config.load_balancer else "",
+        }
+    return f"Registered {len(config.vms)} instance(s) in project {job.project.slug}."
+
+
+def space_unregister(*, job: ProvisioningJob, config: InfraConfig) -> None:
+    """The VMs are gone: remove their instance rows."""
+    ids = [vm.console_instance_id for vm in config.vms if vm.console_instance_id]
+    Instance.objects.filter(pk__in=ids, project=job.project, backend=BACKEND).delete()
+    for vm in config.vms:
+        vm.console_instance_id = None
+    config.space = {}

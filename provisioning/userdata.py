@@ -1,0 +1,85 @@
+"""The cloud-init user data every provisioned VM runs, on every cloud.
+
+Default bootstrap, in order (the seed's "Cloud-init bootstrap"):
+1. install Docker (dnf or apt, whichever the image has) and start it;
+2. create the `nginx-on-zop-net` Docker bridge network;
+3. run NGINX as a container on that network, answering the health check path;
+4. write the sentinel file that stepCreateVMs polls for through the exec channel.
+"Bare metal" skips step 3. No SSH key is ever placed and password logins stay off: the only
+interactive access is the cloud's IAM-gated exec channel.
+"""
+
+import shlex
+
+import yaml
+
+from provisioning.choices import BootstrapMode
+from provisioning.infra import InfraConfig
+
+NETWORK = "nginx-on-zop-net"
+NGINX_IMAGE = "nginx:stable"
+NGINX_CONF_PATH = "/etc/zopday/nginx/default.conf"
+
+INSTALL_DOCKER = (
+    "command -v docker >/dev/null 2>&1 || "
+    "{ if command -v dnf >/dev/null 2>&1; then dnf install -y docker; "
+    "else apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y docker.io; fi; }"
+)
+
+
+def nginx_conf(health_path: str) -> str:
+    return (
+        "server {\n"
+        "    listen 80 default_server;\n"
+        f'    location = {health_path} {{ access_log off; return 200 "ok\\n"; }}\n'
+        "    location / { return 404; }\n"
+        "}\n"
+    )
+
+
+def user_data(config: InfraConfig) -> str:
+    """The #cloud-config document for the job's bootstrap mode."""
+    sentinel = config.sentinel_path
+    sentinel_dir = sentinel.rsplit("/", 1)[0]
+    commands: list[str | list[str]] = [
+        ["sh", "-c", INSTALL_DOCKER],
+        ["systemctl", "enable", "--now", "docker"],
+        [
+            "sh",
+            "-c",
+            f"docker network inspect {NETWORK} >/dev/null 2>&1 || "
+            f"docker network create --driver bridge {NETWORK}",
+        ],
+    ]
+    files = []
+    if config.bootstrap_mode != BootstrapMode.BARE_METAL:
+        files.append(
+            {
+                "path": NGINX_CONF_PATH,
+                "permissions": "0644",
+                "content": nginx_conf(config.health_check_path),
+            }
+        )
+        run_nginx = (
+            "docker rm -f zop-nginx >/dev/null 2>&1; "
+            f"docker run -d --name zop-nginx --restart unless-stopped --network {NETWORK} "
+            f"-p {config.health_check_port}:80 "
+            f"-v {NGINX_CONF_PATH}:/etc/nginx/conf.d/default.conf:ro {NGINX_IMAGE}"
+        )
+        commands.append(["sh", "-c", run_nginx])
+    commands.append(
+        [
+            "sh",
+            "-c",
+            f"mkdir -p {shlex.quote(sentinel_dir)} && date -u +%FT%TZ > {shlex.quote(sentinel)}",
+        ]
+    )
+    document: dict[str, object] = {
+        "ssh_pwauth": False,
+        "disable_root": True,
+        "package_update": True,
+    }
+    if files:
+        document["write_files"] = files
+    document["runcmd"] = commands
+    return "#cloud-config\n" + yaml.safe_dump(document, sort_keys=False, width=1000)

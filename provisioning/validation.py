@@ -1,0 +1,129 @@
+"""What a job request must satisfy, field by field; the wizard and the API share it."""
+
+import ipaddress
+import re
+
+from django.core.exceptions import ValidationError
+
+from provisioning.choices import (
+    EXEC_MODE_FOR_PROVIDER,
+    BootstrapMode,
+    ExecMode,
+    NetworkMode,
+    PoolMode,
+    Provider,
+)
+from provisioning.infra import InfraConfig
+from provisioning.prices import INSTANCE_HOURLY
+from provisioning.providers.azure import AZURE_INVALID
+from provisioning.providers.gcp import GCP_NEXT
+
+NAME = re.compile(r"^[a-z]([a-z0-9-]{0,28}[a-z0-9])?$")
+REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
+LABEL = r"(?!-)[a-z0-9-]{1,63}(?<!-)"
+DNS_NAME = re.compile(rf"^{LABEL}(\.{LABEL})+\.?$")
+MAX_FIXED = 20
+MAX_ASG = 50
+
+
+def provider_errors(provider: str) -> dict[str, str]:
+    if provider == Provider.AZURE:
+        return {"provider": AZURE_INVALID}
+    if provider == Provider.GCP:
+        return {"provider": GCP_NEXT}
+    if provider != Provider.AWS:
+        return {"provider": "Choose aws."}
+    return {}
+
+
+def name_errors(name: str) -> dict[str, str]:
+    if not NAME.match(name or ""):
+        return {
+            "name": "Use 1-30 lowercase letters, digits and hyphens, starting with a letter "
+            "(it names the VMs: <name>-1, <name>-2, ...)."
+        }
+    return {}
+
+
+def pool_errors(config: InfraConfig) -> dict[str, str]:
+    errors = {}
+    if not REGION.match(config.region or ""):
+        errors["region"] = "Give a region such as us-east-1."
+    if config.pool_mode == PoolMode.FIXED:
+        if not 1 <= config.instance_count <= MAX_FIXED:
+            errors["instance_count"] = f"A fixed pool has 1 to {MAX_FIXED} instances."
+    elif config.pool_mode == PoolMode.ASG:
+        if not 0 <= config.asg_min <= config.asg_desired <= config.asg_max:
+            errors["asg_desired"] = "Keep min ≤ desired ≤ max."
+        elif not 1 <= config.asg_max <= MAX_ASG:
+            errors["asg_max"] = f"The group's max is 1 to {MAX_ASG}."
+        elif config.asg_desired < 1:
+            errors["asg_desired"] = "Start at least one instance."
+    else:
+        errors["pool_mode"] = "Choose Fixed or ASG."
+    return errors
+
+
+def machine_errors(config: InfraConfig) -> dict[str, str]:
+    errors = {}
+    if config.instance_type not in INSTANCE_HOURLY:
+        errors["instance_type"] = f"Choose one of: {', '.join(INSTANCE_HOURLY)}."
+    if not 8 <= config.disk_gb <= 2048:
+        errors["disk_gb"] = "The root disk is 8 to 2048 GB."
+    if config.bootstrap_mode not in BootstrapMode.values:
+        errors["bootstrap_mode"] = "Choose default or bare-metal."
+    expected = EXEC_MODE_FOR_PROVIDER.get(Provider(config.provider), ExecMode.SSM)
+    if config.exec_mode != expected:
+        errors["exec_mode"] = f"On {config.provider.upper()} the exec channel is {expected}."
+    return errors
+
+
+def network_errors(config: InfraConfig) -> dict[str, str]:
+    errors = {}
+    if config.network_mode == NetworkMode.NEW:
+        try:
+            network = ipaddress.ip_network(config.vpc_cidr)
+        except ValueError:
+            errors["vpc_cidr"] = "Give an IPv4 network such as 10.42.0.0/16."
+        else:
+            if network.version != 4 or not 16 <= network.prefixlen <= 22:
+                errors["vpc_cidr"] = "Give an IPv4 network from /16 to /22."
+    elif config.network_mode == NetworkMode.EXISTING:
+        if not re.match(r"^vpc-[0-9a-f]{8,17}$", config.existing_vpc_id or ""):
+            errors["existing_vpc_id"] = "Give a VPC id such as vpc-0a1b2c3d."
+        if not re.match(r"^subnet-[0-9a-f]{8,17}$", config.existing_subnet_id or ""):
+            errors["existing_subnet_id"] = "Give a subnet id such as subnet-0a1b2c3d."
+    else:
+        errors["network_mode"] = "Choose new or existing."
+    return errors
+
+
+def load_balancer_errors(config: InfraConfig) -> dict[str, str]:
+    errors: dict[str, str] = {}
+    if not config.load_balancer:
+        if config.dns_name:
+            errors["dns_name"] = "A DNS name needs the load balancer."
+        return errors
+    if not config.health_check_path.startswith("/") or " " in config.health_check_path:
+        errors["health_check_path"] = "The health check path starts with / (e.g. /healthz)."
+    if not 1 <= config.health_check_port <= 65535:
+        errors["health_check_port"] = "A port is 1 to 65535."
+    if config.dns_name and not DNS_NAME.match(config.dns_name.lower()):
+        errors["dns_name"] = "Give a host name such as app.example.com."
+    return errors
+
+
+def config_errors(config: InfraConfig) -> dict[str, str]:
+    return {
+        **provider_errors(config.provider),
+        **pool_errors(config),
+        **machine_errors(config),
+        **network_errors(config),
+        **load_balancer_errors(config),
+    }
+
+
+def validate_request(name: str, config: InfraConfig) -> None:
+    errors = {**name_errors(name), **config_errors(config)}
+    if errors:
+        raise ValidationError(errors)

@@ -1,0 +1,309 @@
+"""Pages: the jobs list, the wizard, the review with its cost, live progress, cloud accounts."""
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import Http404, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
+
+from instances.access import object_for_user, project_for_user
+from instances.choices import Role
+from instances.errors import ActionRefused
+from instances.http import AuthedRequest
+from instances.models import Project
+from provisioning import actions
+from provisioning.choices import JOB_TRANSITIONAL, STATUS_COLOURS, NetworkMode, PoolMode
+from provisioning.forms import STEP_NAMES, STEPS, CloudAccountForm
+from provisioning.infra import InfraConfig
+from provisioning.models import CloudAccount, ProvisioningJob
+from provisioning.pipeline import LB_STEPS, steps_for
+from provisioning.prices import estimate
+from provisioning.services import jobs
+from provisioning.services.accounts import account_check, account_create
+
+
+def _draft_key(project: Project) -> str:
+    return f"provisioning-wizard:{project.slug}"
+
+
+def _draft(request: AuthedRequest, project: Project) -> dict[str, Any]:
+    draft: dict[str, Any] = request.session.get(_draft_key(project), {})
+    draft.setdefault("raw", {})
+    draft.setdefault("values", {})
+    draft.setdefault("valid", [])
+    return draft
+
+
+def _accounts(project: Project) -> list[tuple[int, str]]:
+    return [(a.pk, str(a)) for a in CloudAccount.objects.filter(project=project)]
+
+
+@login_required
+def job_list(request: AuthedRequest, project_slug: str) -> HttpResponse:
+    project, role = project_for_user(request.user, project_slug)
+    found = ProvisioningJob.objects.filter(project=project).select_related("account")
+    return render(
+        request,
+        "provisioning/job_list.html",
+        {
+            "project": project,
+            "jobs": found,
+            "colours": STATUS_COLOURS,
+            "can_create": actions.create(role),
+        },
+    )
+
+
+def _form_for(step: str, draft: dict[str, Any], project: Project, data: Any = None) -> Any:
+    kwargs: dict[str, Any] = {"draft": draft["values"], "prefix": None}
+    if step == "provider":
+        kwargs["accounts"] = _accounts(project)
+    raw = data if data is not None else draft["raw"].get(step)
+    initial = {k: v for k, v in draft["values"].items()}
+    return (
+        STEPS[step](raw, initial=initial, **kwargs)
+        if raw is not None
+        else STEPS[step](initial=initial, **kwargs)
+    )
+
+
+@login_required
+def wizard(request: AuthedRequest, project_slug: str, step: str = "provider") -> HttpResponse:
+    """One wizard step. Back keeps what was typed without checking it; Next checks this step
+    and moves on. Everything lives in the session until the review creates the job."""
+    project, _ = project_for_user(request.user, project_slug, Role.OPERATOR)
+    if step not in STEP_NAMES:
+        raise Http404("No such wizard step.")
+    draft = _draft(request, project)
+    if step == "review":
+        return _review(request, project, draft)
+    form = _form_for(step, draft, project)
+    if request.method == "POST":
+        data = request.POST.copy()
+        draft["raw"][step] = {key: data.get(key) for key in data if key != "csrfmiddlewaretoken"}
+        form = _form_for(step, draft, project, data=draft["raw"][step])
+        index = STEP_NAMES.index(step)
+        if request.POST.get("action") == "back":
+            request.session[_draft_key(project)] = draft
+            return _go(request, project, STEP_NAMES[max(index - 1, 0)])
+        if form.is_valid():
+            draft["values"].update(form.cleaned_data)
+            draft["valid"] = sorted(set(draft["valid"]) | {step})
+            request.session[_draft_key(project)] = draft
+            return _go(request, project, STEP_NAMES[index + 1])
+        request.session[_draft_key(project)] = draft
+    return _render_wizard(request, project, step, {"form": form})
+
+
+def _go(request: AuthedRequest, project: Project, step: str) -> HttpResponse:
+    url = reverse("provisioning-wizard", args=[project.slug, step])
+    if request.htmx:
+        return HttpResponseClientRedirect(url)
+    return redirect(url)
+
+
+def _render_wizard(
+    request: AuthedRequest, project: Project, step: str, context: dict[str, Any]
+) -> HttpResponse:
+    titles = [(name, STEPS[name].title if name in STEPS else "Review") for name in STEP_NAMES]
+    template = "provisioning/wizard.html"
+    if request.htmx:
+        template += "#wizard"
+    return render(
+        request,
+        template,
+        {"project": project, "step": step, "titles": titles,
+         "first": step == STEP_NAMES[0], **context},
+    )  # fmt: skip
+
+
+def draft_config(values: dict[str, Any]) -> InfraConfig:
+    known = InfraConfig.__dataclass_fields__
+    return InfraConfig(**{k: v for k, v in values.items() if k in known})
+
+
+def _plan(config: InfraConfig) -> list[str]:
+    """Every resource the job will create, in words."""
+    plan = []
+    if config.network_mode == NetworkMode.NEW:
+        plan += [
+            f"VPC {config.vpc_cidr}",
+            "private subnet (the VMs) and two public subnets",
+            "internet gateway, Elastic IP and NAT gateway (egress only)",
+            "two route tables (public → IGW, private → NAT)",
+        ]
+    else:
+        plan.append(
+            f"nothing in {config.existing_vpc_id}: the VMs go to {config.existing_subnet_id}"
+        )
+    plan += [
+        "IAM role + instance profile with AmazonSSMManagedInstanceCore (exec via SSM)",
+        "security group with no inbound rules (no port 22)",
+        f"launch template: {config.instance_type}, {config.disk_gb} GB gp3, no key pair, "
+        "no public IP, cloud-init user data",
+    ]
+    if config.pool_mode == PoolMode.FIXED:
+        plan.append(f"{config.instance_count} instance(s)")
+    else:
+        plan.append(
+            f"auto scaling group (min {config.asg_min}, max {config.asg_max}, "
+            f"desired {config.asg_desired})"
+        )
+    if config.load_balancer:
+        plan += [
+            "application load balancer + its security group (HTTP in; VMs accept it on "
+            f"port {config.health_check_port} only)",
+            f"target group (health check GET {config.health_check_path} on "
+            f"{config.health_check_port})",
+            "listener HTTP :80",
+            f"Route 53 record {config.dns_name}" if config.dns_name else "no DNS record",
+        ]
+    return plan
+
+
+def _review(request: AuthedRequest, project: Project, draft: dict[str, Any]) -> HttpResponse:
+    missing = [name for name in STEPS if name not in draft["valid"]]
+    if missing:
+        return _go(request, project, missing[0])
+    config = draft_config(draft["values"])
+    account = CloudAccount.objects.filter(
+        project=project, pk=draft["values"].get("account")
+    ).first()
+    if account is None:
+        return _go(request, project, "provider")
+    errors: list[str] = []
+    if request.method == "POST":
+        if request.POST.get("action") == "back":
+            return _go(request, project, STEP_NAMES[-2])
+        config.region = config.region or account.default_region
+        try:
+            job = jobs.job_create(
+                project=project, account=account, actor=request.user,
+                name=draft["values"]["name"], config=config,
+            )  # fmt: skip
+        except ValidationError as error:
+            errors = error.messages
+        except ActionRefused as error:
+            errors = [error.message]
+        else:
+            request.session.pop(_draft_key(project), None)
+            url = reverse("provisioning-job-detail", args=[project.slug, job.pk])
+            return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+    cost = estimate(
+        instance_type=config.instance_type, count=config.vm_count, disk_gb=config.disk_gb,
+        load_balancer=config.load_balancer, nat=config.network_mode == NetworkMode.NEW,
+    )  # fmt: skip
+    return _render_wizard(
+        request,
+        project,
+        "review",
+        {"config": config, "account": account, "name": draft["values"]["name"],
+         "plan": _plan(config), "steps": steps_for("provision", config), "cost": cost,
+         "errors": errors, "lb_steps": LB_STEPS},
+    )  # fmt: skip
+
+
+def _job_for(request: AuthedRequest, slug: str, pk: int, required: Role = Role.VIEWER) -> Any:
+    return object_for_user(
+        ProvisioningJob.objects.select_related("account"), request.user, required,
+        pk=pk, project__slug=slug,
+    )  # fmt: skip
+
+
+@login_required
+def job_detail(request: AuthedRequest, project_slug: str, pk: int) -> HttpResponse:
+    job, role = _job_for(request, project_slug, pk)
+    return render(request, "provisioning/job_detail.html", _job_context(job, role))
+
+
+def _job_context(job: ProvisioningJob, role: Role) -> dict[str, Any]:
+    return {
+        "project": job.project,
+        "job": job,
+        "steps": job.steps.all(),
+        "config": InfraConfig.from_json(job.config),
+        "allowed": actions.job_allowed_actions(job, role),
+        "transitional": job.status in JOB_TRANSITIONAL,
+        "colours": STATUS_COLOURS,
+    }
+
+
+@login_required
+def job_progress(request: AuthedRequest, project_slug: str, pk: int) -> HttpResponse:
+    """The steps panel, polled every second while the job runs; 286 stops the polling."""
+    job, role = _job_for(request, project_slug, pk)
+    response = render(request, "provisioning/job_detail.html#progress", _job_context(job, role))
+    if job.status not in JOB_TRANSITIONAL:
+        stop = HttpResponseStopPolling(response.content)
+        return stop
+    return response
+
+
+@login_required
+@require_POST
+def job_action(request: AuthedRequest, project_slug: str, pk: int, action: str) -> HttpResponse:
+    job, _ = _job_for(request, project_slug, pk)
+    services = {
+        "retry": lambda: jobs.job_retry(job=job, actor=request.user),
+        "cancel": lambda: jobs.job_cancel(job=job, actor=request.user),
+        "delete": lambda: jobs.job_teardown(job=job, actor=request.user),
+        "attach_lb": lambda: jobs.job_vm_op(job=job, actor=request.user, op="attach_lb"),
+        "detach_lb": lambda: jobs.job_vm_op(job=job, actor=request.user, op="detach_lb"),
+    }
+    if action not in services:
+        raise Http404("No such action.")
+    try:
+        services[action]()
+    except ActionRefused as error:
+        if "role" in error.message:
+            raise PermissionDenied(error.message) from error
+        messages.error(request, error.message)
+    url = reverse("provisioning-job-detail", args=[project_slug, pk])
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+
+
+@login_required
+def account_list(request: AuthedRequest, project_slug: str) -> HttpResponse:
+    project, role = project_for_user(request.user, project_slug)
+    form = CloudAccountForm()
+    if request.method == "POST":
+        if not role.allows(Role.ADMIN):
+            raise PermissionDenied("Adding a cloud account needs the admin role.")
+        form = CloudAccountForm(request.POST)
+        if form.is_valid():
+            try:
+                account_create(project=project, actor=request.user, **form.cleaned_data)
+            except ValidationError as error:
+                for field, problems in error.message_dict.items():
+                    form.add_error(field if field in form.fields else None, problems)
+            else:
+                messages.success(request, "Cloud account added.")
+                return redirect("provisioning-accounts", project.slug)
+    return render(
+        request,
+        "provisioning/account_list.html",
+        {"project": project, "accounts": CloudAccount.objects.filter(project=project),
+         "form": form, "can_add": role.allows(Role.ADMIN),
+         "can_check": role.allows(Role.OPERATOR)},
+    )  # fmt: skip
+
+
+@login_required
+@require_POST
+def account_test(request: AuthedRequest, project_slug: str, pk: int) -> HttpResponse:
+    account, _ = object_for_user(
+        CloudAccount.objects.all(), request.user, Role.OPERATOR, pk=pk, project__slug=project_slug
+    )
+    account = account_check(account=account, actor=request.user)
+    if request.htmx:
+        return render(
+            request, "provisioning/account_list.html#account-row",
+            {"account": account, "project": account.project, "can_check": True},
+        )  # fmt: skip
+    messages.info(request, account.last_check_message)
+    return redirect("provisioning-accounts", project_slug)

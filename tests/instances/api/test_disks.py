@@ -1,0 +1,141 @@
+"""Disks through the API: create, attach, detach, resize, snapshot."""
+
+import pytest
+
+from instances.choices import PowerState
+from instances.models import Disk, DiskSnapshot, Instance
+from tests.factories import ImageFactory
+from tests.instances.api.helpers import errors_of
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def free_disk(api_for, operator):
+    body = {"name": "data-1", "zone": "local-1a", "size_gb": 5}
+    return api_for("operator").post("/projects/alpha/disks", body).json()
+
+
+def test_an_operator_creates_a_free_disk(api_for, free_disk):
+    assert (free_disk["name"], free_disk["size_gb"], free_disk["instance"]) == ("data-1", 5, None)
+    assert [d["name"] for d in api_for("operator").get("/projects/alpha/disks").json()] == [
+        "data-1"
+    ]
+
+
+def test_a_disk_too_large_is_refused(api_for, operator):
+    body = {"name": "huge", "zone": "local-1a", "size_gb": 20000}
+    assert errors_of(api_for("operator").post("/projects/alpha/disks", body)) == {
+        "size_gb": ["Disk size must be between 1 and 16384 GB."]
+    }
+
+
+def test_a_disk_from_another_projects_image_is_refused(api_for, operator, other_project):
+    image = ImageFactory(project=other_project)
+    body = {"name": "d", "zone": "local-1a", "size_gb": 5, "image": image.pk}
+    assert errors_of(api_for("operator").post("/projects/alpha/disks", body)) == {
+        "image": ["Choose an image of this project or a shared one."]
+    }
+
+
+def test_a_viewer_cannot_create_a_disk(api_for, viewer):
+    body = {"name": "d", "zone": "local-1a", "size_gb": 5}
+    assert api_for("viewer").post("/projects/alpha/disks", body).status_code == 403
+
+
+def test_a_disk_is_attached_and_detached(api_for, instance, free_disk):
+    api = api_for("operator")
+    attached = api.post(
+        f"/projects/alpha/disks/{free_disk['id']}/attach", {"instance": instance.pk}
+    )
+    assert (attached.status_code, attached.json()["instance"]) == (200, instance.pk)
+    detached = api.post(f"/projects/alpha/disks/{free_disk['id']}/detach")
+    assert (detached.status_code, detached.json()["instance"]) == (200, None)
+
+
+def test_a_disk_of_another_zone_is_not_attached(api_for, instance, operator):
+    disk = (
+        api_for("operator")
+        .post("/projects/alpha/disks", {"name": "far", "zone": "local-1b", "size_gb": 1})
+        .json()
+    )
+    errors = errors_of(
+        api_for("operator").post(
+            f"/projects/alpha/disks/{disk['id']}/attach", {"instance": instance.pk}
+        )
+    )
+    assert errors == {
+        "zone": [
+            "The disk is in local-1b but the instance is in local-1a; a disk must be in its instance's zone."
+        ]
+    }
+
+
+def test_attaching_to_an_unknown_instance_is_a_field_error(api_for, free_disk):
+    errors = errors_of(
+        api_for("operator").post(
+            f"/projects/alpha/disks/{free_disk['id']}/attach", {"instance": 424242}
+        )
+    )
+    assert errors == {"instance": ["Choose an instance of this project."]}
+
+
+def test_a_disk_is_not_detached_from_a_running_instance(api_for, instance, free_disk):
+    api = api_for("operator")
+    api.post(f"/projects/alpha/disks/{free_disk['id']}/attach", {"instance": instance.pk})
+    Instance.objects.filter(pk=instance.pk).update(power_state=PowerState.RUNNING)
+    response = api.post(f"/projects/alpha/disks/{free_disk['id']}/detach")
+    assert response.status_code == 409
+    assert response.json()["detail"].startswith(
+        "Stop the instance before detaching a persistent disk"
+    )
+
+
+def test_a_disk_only_grows(api_for, free_disk):
+    api = api_for("operator")
+    grown = api.post(f"/projects/alpha/disks/{free_disk['id']}/resize", {"size_gb": 8})
+    assert grown.json()["size_gb"] == 8
+    assert errors_of(
+        api.post(f"/projects/alpha/disks/{free_disk['id']}/resize", {"size_gb": 4})
+    ) == {"size_gb": ["Disks can only grow: enter more than the current 8 GB."]}
+
+
+def test_a_viewer_cannot_resize_a_disk(api_for, viewer, free_disk):
+    response = api_for("viewer").post(
+        f"/projects/alpha/disks/{free_disk['id']}/resize", {"size_gb": 8}
+    )
+    assert response.status_code == 403
+    assert Disk.objects.get(pk=free_disk["id"]).size_gb == 5
+
+
+def test_an_attached_disk_is_snapshotted_once_per_name(
+    api_for, instance, django_capture_on_commit_callbacks
+):
+    root = instance.disks.get(role="root")
+    api = api_for("operator")
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = api.post(
+            f"/projects/alpha/disks/{root.pk}/snapshots", {"name": "before-upgrade"}
+        )
+    assert response.status_code == 201 and len(callbacks) == 1
+    assert response.json()["disk"] == root.pk
+    again = api.post(f"/projects/alpha/disks/{root.pk}/snapshots", {"name": "before-upgrade"})
+    assert errors_of(again) == {
+        "name": [f"{root.name} already has a snapshot called before-upgrade."]
+    }
+    assert DiskSnapshot.objects.count() == 1
+
+
+def test_a_free_disk_cannot_be_snapshotted(api_for, free_disk):
+    response = api_for("operator").post(
+        f"/projects/alpha/disks/{free_disk['id']}/snapshots", {"name": "s1"}
+    )
+    assert response.status_code == 409
+    assert response.json()["detail"] == "Attach the disk to an instance to snapshot it."
+
+
+def test_an_outsider_gets_404_for_the_projects_disks(api_for, outsider, instance):
+    root = instance.disks.get(role="root")
+    api = api_for("outsider")
+    assert api.get(f"/projects/alpha/disks/{root.pk}").status_code == 404
+    assert api.post(f"/projects/alpha/disks/{root.pk}/resize", {"size_gb": 9}).status_code == 404

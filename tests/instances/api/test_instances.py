@@ -1,0 +1,191 @@
+"""Creating, listing, reading and deleting instances through the API."""
+
+import pytest
+
+from instances.choices import PowerState
+from instances.models import Disk, Instance
+from tests.factories import ImageFactory, SubnetFactory
+from tests.instances.api.helpers import errors_of
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def body(subnet, image):
+    return {
+        "name": "web-1",
+        "zone": "local-1a",
+        "root_image": image.pk,
+        "root_size_gb": 2,
+        "vcpus": 2,
+        "memory_gb": 2,
+        "disks": [{"size_gb": 10, "name": "web-1-data"}],
+        "nics": [{"subnet": subnet.pk}],
+    }
+
+
+def test_an_operator_creates_an_instance_with_its_disks_and_nics(api_for, operator, body):
+    response = api_for("operator").post("/projects/alpha/instances", body)
+    assert response.status_code == 201
+    created = response.json()
+    assert (created["name"], created["vcpus"], created["power_state"]) == ("web-1", 2, "stopped")
+    assert [(d["name"], d["role"], d["size_gb"]) for d in created["disks"]] == [
+        ("web-1-data", "secondary", 10),
+        ("web-1-root", "root", 2),
+    ]
+    assert [(n["name"], n["ipv4"]) for n in created["nics"]] == [("eth0", "10.20.0.2")]
+    assert created["allowed_actions"]["start"] == {"ok": True, "reason": ""}
+    assert created["allowed_actions"]["delete"] == {"ok": False, "reason": "Needs the admin role."}
+
+
+def test_a_hyphenated_mac_is_refused_on_that_nic(api_for, operator, body, subnet):
+    body["nics"] = [{"subnet": subnet.pk}, {"subnet": subnet.pk, "mac": "52-54-00-12-34-56"}]
+    errors = errors_of(api_for("operator").post("/projects/alpha/instances", body))
+    assert errors == {
+        "nics-1-mac": [
+            "Use colon notation for MAC addresses: 52:54:00:12:34:56, not 52-54-00-12-34-56."
+        ]
+    }
+    assert not Instance.objects.exists() and not Disk.objects.exists()
+
+
+def test_a_second_disk_out_of_range_is_refused_on_that_disk(api_for, operator, body):
+    body["disks"] = [{"size_gb": 10}, {"size_gb": 0}]
+    errors = errors_of(api_for("operator").post("/projects/alpha/instances", body))
+    assert errors == {"disks-1-size_gb": ["Disk size must be between 1 and 16384 GB."]}
+
+
+def test_instance_fields_are_refused_with_the_services_messages(api_for, operator, body):
+    body.update(zone="mars-1", secure_boot=True, sockets=2)
+    errors = errors_of(api_for("operator").post("/projects/alpha/instances", body))
+    assert errors == {
+        "zone": ["Choose one of the zones: local-1a, local-1b."],
+        "sockets": ["Give sockets, cores and threads together, or none of them."],
+        "secure_boot": ["Secure Boot requires the UEFI bootloader."],
+    }
+
+
+def test_an_instance_without_nics_is_refused(api_for, operator, body):
+    body["nics"] = []
+    errors = errors_of(api_for("operator").post("/projects/alpha/instances", body))
+    assert errors == {"nics": ["Attach the instance to at least one subnet."]}
+
+
+def test_ids_of_another_project_are_field_errors(api_for, operator, body, other_project):
+    body["root_image"] = ImageFactory(project=other_project).pk
+    body["nics"] = [{"subnet": SubnetFactory(project=other_project).pk}]
+    body["ssh_keys"] = [999999]
+    api = api_for("operator")
+    assert errors_of(api.post("/projects/alpha/instances", body)) == {
+        "root_image": ["Choose an image of this project or a shared one."]
+    }
+    body["root_image"] = ImageFactory().pk
+    assert errors_of(api.post("/projects/alpha/instances", body)) == {
+        "ssh_keys": ["Choose SSH keys of this project."]
+    }
+    body["ssh_keys"] = []
+    assert errors_of(api.post("/projects/alpha/instances", body)) == {
+        "nics-0-subnet": ["Choose a subnet of this project."]
+    }
+
+
+def test_a_nic_without_its_subnet_is_a_schema_error_with_the_field_path(api_for, operator, body):
+    body["nics"] = [{"ipv4": "10.20.0.9"}]
+    body["vcpus"] = "many"
+    errors = errors_of(api_for("operator").post("/projects/alpha/instances", body))
+    assert errors == {
+        "vcpus": ["Input should be a valid integer, unable to parse string as an integer"],
+        "nics-0-subnet": ["Field required"],
+    }
+
+
+def test_a_viewer_cannot_create_an_instance(api_for, viewer, body):
+    assert api_for("viewer").post("/projects/alpha/instances", body).status_code == 403
+    assert not Instance.objects.exists()
+
+
+def test_an_outsider_cannot_create_in_the_project(api_for, outsider, body):
+    assert api_for("outsider").post("/projects/alpha/instances", body).status_code == 404
+
+
+def test_a_viewer_reads_an_instance_and_sees_what_they_may_not_do(api_for, viewer, instance):
+    response = api_for("viewer").get(f"/projects/alpha/instances/{instance.pk}")
+    assert response.status_code == 200
+    assert response.json()["allowed_actions"]["start"] == {
+        "ok": False,
+        "reason": "Needs the operator role.",
+    }
+
+
+def test_another_projects_instance_is_404(api_for, outsider, instance):
+    assert api_for("outsider").get(f"/projects/alpha/instances/{instance.pk}").status_code == 404
+    assert api_for("outsider").get(f"/projects/beta/instances/{instance.pk}").status_code == 404
+
+
+def make(project, operator, subnet, image, name, **fields):
+    from instances.services.instances import instance_create
+    from tests.factories import instance_request
+
+    return instance_create(
+        project=project,
+        actor=operator,
+        request=instance_request(subnet, image, name=name, **fields),
+    )
+
+
+def test_the_list_filters_by_state_zone_subnet_and_search(
+    api_for, project, operator, subnet, image
+):
+    other_subnet = SubnetFactory(project=project, name="b", zone="local-1b", cidr_v4="10.40.0.0/24")
+    web = make(project, operator, subnet, image, "web-1")
+    make(project, operator, subnet, image, "db-1")
+    batch = make(project, operator, other_subnet, image, "batch-1", zone="local-1b")
+    Instance.objects.filter(pk=web.pk).update(power_state=PowerState.RUNNING)
+    api = api_for("viewer")
+
+    def names(**params):
+        return [i["name"] for i in api.get("/projects/alpha/instances", params).json()["items"]]
+
+    assert names() == ["batch-1", "db-1", "web-1"]
+    assert names(state="running") == ["web-1"]
+    assert names(zone="local-1b") == ["batch-1"]
+    assert names(subnet=other_subnet.pk) == ["batch-1"]
+    assert names(search="DB") == ["db-1"]
+    assert names(search=batch.nics.get().ipv4) == ["batch-1"]
+    assert names(search=web.nics.get().mac.upper()) == ["web-1"]
+
+
+def test_the_list_is_paginated(api_for, project, operator, subnet, image):
+    for number in range(3):
+        make(project, operator, subnet, image, f"vm-{number}")
+    page = api_for("operator").get("/projects/alpha/instances", {"page": 2, "page_size": 2}).json()
+    assert (page["count"], page["page"], page["page_size"]) == (3, 2, 2)
+    assert [i["name"] for i in page["items"]] == ["vm-2"]
+
+
+def test_a_page_size_out_of_range_is_a_schema_error(api_for, operator):
+    errors = errors_of(api_for("operator").get("/projects/alpha/instances", {"page_size": 1000}))
+    assert errors == {"page_size": ["Input should be less than or equal to 200"]}
+
+
+def test_an_admin_deletes_a_stopped_instance(
+    api_for, owner, instance, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = api_for("owner").delete(f"/projects/alpha/instances/{instance.pk}")
+    assert response.status_code == 204
+    assert not Instance.objects.filter(pk=instance.pk).exists()
+    assert len(callbacks) == 1  # the machine's files go on its host, after the commit
+
+
+def test_an_operator_cannot_delete_an_instance(api_for, operator, instance):
+    response = api_for("operator").delete(f"/projects/alpha/instances/{instance.pk}")
+    assert response.status_code == 403
+    assert response.json()["detail"] == "This needs the admin role in Alpha."
+
+
+def test_a_running_instance_is_not_deleted(api_for, owner, instance):
+    Instance.objects.filter(pk=instance.pk).update(power_state=PowerState.RUNNING)
+    response = api_for("owner").delete(f"/projects/alpha/instances/{instance.pk}")
+    assert response.status_code == 409
+    assert response.json()["detail"] == "Stop the instance before deleting it."

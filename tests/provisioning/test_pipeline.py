@@ -1,0 +1,115 @@
+import base64
+
+import pytest
+
+from instances.models import Instance
+from provisioning.choices import JobStatus, StepStatus
+from provisioning.infra import InfraConfig
+from provisioning.pipeline import job_run_inline
+from tests.provisioning.moto import raw_client, tagged_resources
+
+pytestmark = pytest.mark.django_db
+
+SEVEN = [
+    "stepValidate", "stepCreateNetwork", "stepCreateIAM", "stepCreateLaunchTemplate",
+    "stepCreateVMs", "stepRegisterSpace", "stepFinalize",
+]  # fmt: skip
+LB = [
+    "stepCreateLoadBalancer",
+    "stepCreateTargetGroup",
+    "stepCreateListener",
+    "stepCreateDNSRecord",
+]
+ELEVEN = SEVEN[:5] + LB + SEVEN[5:]
+NETWORK = {
+    "vpcs": 1, "subnets": 3, "internet_gateways": 1, "elastic_ips": 1, "nat_gateways": 1,
+    "route_tables": 2,
+}  # fmt: skip
+
+
+def steps_of(job):
+    return list(job.steps.values_list("name", "status"))
+
+
+def instances_of(aws, job):
+    ec2 = raw_client(aws, "ec2")
+    tag = [{"Name": "tag:zopday:token", "Values": [job.token]}]
+    return [
+        i for r in ec2.describe_instances(Filters=tag)["Reservations"] for i in r["Instances"]
+        if i["State"]["Name"] != "terminated"
+    ]  # fmt: skip
+
+
+def test_a_fixed_job_without_lb_runs_exactly_seven_steps_to_ready(aws, make_job, project):
+    job = job_run_inline(make_job(instance_count=2).pk)
+    assert job.status == JobStatus.READY, job.message
+    assert steps_of(job) == [(name, StepStatus.SUCCEEDED) for name in SEVEN]
+    assert tagged_resources(aws, job.token) == {
+        **NETWORK, "security_groups": 1, "launch_templates": 1, "instances": 2,
+        "iam_roles": 1, "instance_profiles": 1,
+    }  # fmt: skip
+    config = InfraConfig.from_json(job.config)
+    assert [vm.state for vm in config.vms] == ["ready", "ready"]
+    rows = Instance.objects.filter(project=project, backend="aws").order_by("name")
+    assert [(i.name, i.power_state) for i in rows] == [("web-1", "running"), ("web-2", "running")]
+
+
+def test_a_fixed_job_with_lb_runs_eleven_steps(aws, make_job):
+    job = job_run_inline(make_job(load_balancer=True, dns_name="app.example.com").pk)
+    assert job.status == JobStatus.READY, job.message
+    assert [name for name, _ in steps_of(job)] == ELEVEN
+    counts = tagged_resources(aws, job.token)
+    assert counts["load_balancers"] == counts["target_groups"] == counts["listeners"] == 1
+    assert counts["security_groups"] == 2
+    elbv2 = raw_client(aws, "elbv2")
+    group = elbv2.describe_target_groups()["TargetGroups"][0]
+    assert (group["HealthCheckPath"], group["HealthCheckPort"]) == ("/healthz", "80")
+    health = elbv2.describe_target_health(TargetGroupArn=group["TargetGroupArn"])
+    assert len(health["TargetHealthDescriptions"]) == 1
+    route53 = raw_client(aws, "route53")
+    zone = route53.list_hosted_zones_by_name(DNSName="example.com.")["HostedZones"][0]
+    records = route53.list_resource_record_sets(HostedZoneId=zone["Id"])["ResourceRecordSets"]
+    assert any(r["Name"] == "app.example.com." and r["Type"] == "A" for r in records)
+
+
+def test_an_asg_job_runs_to_ready_with_the_group_at_desired(aws, make_job):
+    job = job_run_inline(
+        make_job(pool_mode="ASG", asg_min=1, asg_max=3, asg_desired=2, load_balancer=True).pk
+    )
+    assert job.status == JobStatus.READY, job.message
+    assert [name for name, _ in steps_of(job)] == ELEVEN
+    group = raw_client(aws, "autoscaling").describe_auto_scaling_groups()["AutoScalingGroups"][0]
+    assert (group["MinSize"], group["MaxSize"], group["DesiredCapacity"]) == (1, 3, 2)
+    assert len(instances_of(aws, job)) == 2
+    assert group["TargetGroupARNs"]
+
+
+@pytest.mark.parametrize(
+    "pool", [{"instance_count": 2}, {"pool_mode": "ASG", "asg_max": 2, "asg_desired": 2}]
+)
+def test_vms_have_no_ssh_key_no_port_22_and_no_public_ip(aws, make_job, pool):
+    job = job_run_inline(make_job(load_balancer=True, **pool).pk)
+    assert job.status == JobStatus.READY, job.message
+    ec2 = raw_client(aws, "ec2")
+    for instance in instances_of(aws, job):
+        assert "KeyName" not in instance
+        assert not instance.get("PublicIpAddress")
+    template = ec2.describe_launch_templates(
+        Filters=[{"Name": "tag:zopday:token", "Values": [job.token]}]
+    )["LaunchTemplates"][0]
+    data = ec2.describe_launch_template_versions(LaunchTemplateId=template["LaunchTemplateId"])[
+        "LaunchTemplateVersions"][0]["LaunchTemplateData"]  # fmt: skip
+    assert "KeyName" not in data
+    assert data["NetworkInterfaces"][0]["AssociatePublicIpAddress"] in (False, "false")
+    user_data = base64.b64decode(data["UserData"]).decode()
+    assert "ssh_authorized_keys" not in user_data and "ssh-" not in user_data
+    groups = ec2.describe_security_groups(
+        Filters=[{"Name": "tag:zopday:token", "Values": [job.token]}]
+    )["SecurityGroups"]
+    for group in groups:
+        for rule in group["IpPermissions"]:
+            assert not (rule.get("FromPort", 0) <= 22 <= rule.get("ToPort", -1))
+            assert rule.get("IpProtocol") != "-1"
+    vm_group = next(g for g in groups if "vm" in g["GroupName"])
+    [rule] = vm_group["IpPermissions"]
+    assert rule["FromPort"] == 80 and rule["UserIdGroupPairs"] and not rule["IpRanges"]

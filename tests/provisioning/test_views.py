@@ -1,0 +1,206 @@
+import pytest
+
+from provisioning.choices import JobStatus
+from provisioning.models import CloudAccount, ProvisioningJob
+from provisioning.pipeline import job_run_inline
+
+pytestmark = pytest.mark.django_db
+
+WIZARD = [
+    ("provider", {"name": "shop", "provider": "aws"}),
+    ("pool", {"region": "us-east-1", "pool_mode": "Fixed", "instance_count": "3", "asg_min": "1", "asg_max": "1", "asg_desired": "1"}),
+    ("machine", {"instance_type": "t3.small", "disk_gb": "30", "bootstrap_mode": "default", "exec_mode": "SSM"}),
+    ("network", {"network_mode": "new", "vpc_cidr": "10.42.0.0/16"}),
+    ("load-balancer", {"load_balancer": "on", "health_check_path": "/healthz", "health_check_port": "80", "dns_name": "shop.example.com"}),
+]  # fmt: skip
+
+
+def url(step):
+    return f"/projects/alpha/provisioning/new/{step}/"
+
+
+def walk(client, account, until=None):
+    for step, data in WIZARD:
+        if step == until:
+            return
+        if step == "provider":
+            data = {**data, "account": account.pk}
+        response = client.post(url(step), {**data, "action": "next"})
+        assert response.status_code == 302, response.content.decode()[:2000]
+
+
+@pytest.mark.parametrize(
+    ("role", "status"), [("viewer", 200), ("operator", 200), ("owner", 200), ("outsider", 404)]
+)
+def test_the_jobs_list_and_accounts_page_follow_the_roles(client_for, account, role, status):
+    client = client_for(role)
+    assert client.get("/projects/alpha/provisioning/").status_code == status
+    assert client.get("/projects/alpha/provisioning/accounts/").status_code == status
+
+
+@pytest.mark.parametrize(
+    ("role", "status"), [("viewer", 403), ("operator", 200), ("owner", 200), ("outsider", 404)]
+)
+def test_the_wizard_is_for_operators(client_for, account, role, status):
+    assert client_for(role).get(url("provider")).status_code == status
+
+
+def test_the_wizard_goes_back_and_forth_without_losing_input_and_reviews_the_plan(
+    client_for, account
+):
+    client = client_for("operator")
+    walk(client, account)
+    # back from the LB step to the pool step: what was typed is still there
+    response = client.post(url("load-balancer"), {"health_check_path": "/typed", "action": "back"})
+    assert response.status_code == 302 and response.url.endswith("/network/")
+    assert 'value="3"' in client.get(url("pool")).content.decode()
+    assert 'value="/typed"' in client.get(url("load-balancer")).content.decode()
+    client.post(url("load-balancer"), {**WIZARD[4][1], "action": "next"})
+    page = client.get(url("review")).content.decode()
+    assert '<span id="step-count">11</span>' in page
+    assert "stepCreateDNSRecord" in page and "NAT gateway" in page and "no key pair" in page
+    # t3.small 0.0208 × 3 × 730 = 45.55
+    assert "$45.55" in page
+
+
+def test_each_step_is_validated(client_for, account):
+    client = client_for("operator")
+    walk(client, account, until="pool")
+    response = client.post(
+        url("pool"),
+        {
+            "region": "nowhere",
+            "pool_mode": "ASG",
+            "instance_count": "1",
+            "asg_min": "3",
+            "asg_max": "2",
+            "asg_desired": "2",
+            "action": "next",
+        },
+    )
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "Give a region such as us-east-1." in page and "Keep min ≤ desired ≤ max." in page
+
+
+def test_azure_in_the_wizard_answers_the_clean_invalid_stub(client_for, account):
+    response = client_for("operator").post(
+        url("provider"), {"name": "x", "provider": "azure", "account": account.pk, "action": "next"}
+    )
+    assert "Invalid: Azure VMSS provisioning is in preview, not yet GA" in response.content.decode()
+    response = client_for("operator").post(
+        url("provider"), {"name": "x", "provider": "gcp", "account": account.pk, "action": "next"}
+    )
+    assert "GCP provisioning arrives next" in response.content.decode()
+
+
+def test_review_creates_the_job_and_the_progress_stops_polling_when_done(client_for, account):
+    client = client_for("operator")
+    walk(client, account)
+    response = client.post(url("review"), {"action": "create"})
+    job = ProvisioningJob.objects.get()
+    assert response.status_code == 302 and response.url.endswith(f"/jobs/{job.pk}/")
+    assert job.steps.count() == 11 and job.config["instance_count"] == 3
+    progress = f"/projects/alpha/provisioning/jobs/{job.pk}/progress/"
+    assert client.get(progress).status_code == 200
+    job_run_inline(job.pk)
+    assert client.get(progress).status_code == 286
+    page = client.get(f"/projects/alpha/provisioning/jobs/{job.pk}/").content.decode()
+    assert 'data-status="ready"' in page and "Attach load balancer" not in page
+    assert client_for("viewer").get(progress).status_code == 286
+    assert client_for("outsider").get(progress).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("role", "status"), [("viewer", 403), ("operator", 302), ("outsider", 404)]
+)
+def test_cancel_needs_an_operator(client_for, make_job, role, status):
+    job = make_job()
+    response = client_for(role).post(f"/projects/alpha/provisioning/jobs/{job.pk}/cancel/")
+    assert response.status_code == status
+    job.refresh_from_db()
+    assert job.status == (JobStatus.CANCELLED if status == 302 else JobStatus.PENDING)
+
+
+def test_delete_needs_an_admin(client_for, make_job):
+    job = make_job()
+    client_for("owner").post(f"/projects/alpha/provisioning/jobs/{job.pk}/cancel/")
+    assert (
+        client_for("operator")
+        .post(f"/projects/alpha/provisioning/jobs/{job.pk}/delete/")
+        .status_code
+        == 403
+    )
+    assert (
+        client_for("owner").post(f"/projects/alpha/provisioning/jobs/{job.pk}/delete/").status_code
+        == 302
+    )
+    job.refresh_from_db()
+    assert job.status == JobStatus.TEARING_DOWN
+
+
+def test_state_never_changes_on_get(client_for, make_job):
+    job = make_job()
+    assert (
+        client_for("owner").get(f"/projects/alpha/provisioning/jobs/{job.pk}/cancel/").status_code
+        == 405
+    )
+
+
+def test_admins_add_accounts_with_the_secret_encrypted(client_for, project):
+    data = {
+        "name": "Prod",
+        "default_region": "eu-west-1",
+        "access_key_id": "AKIAEXAMPLE",
+        "secret_access_key": "s3cr3t-value",
+    }
+    assert (
+        client_for("operator").post("/projects/alpha/provisioning/accounts/", data).status_code
+        == 403
+    )
+    assert (
+        client_for("owner").post("/projects/alpha/provisioning/accounts/", data).status_code == 302
+    )
+    account = CloudAccount.objects.get(name="Prod")
+    assert account.secret_access_key == "s3cr3t-value"
+    assert "s3cr3t-value" not in account.secret_access_key_encrypted
+    page = client_for("owner").get("/projects/alpha/provisioning/accounts/").content.decode()
+    assert "s3cr3t-value" not in page
+
+
+def test_test_connection_is_a_post_for_operators(client_for, account):
+    path = f"/projects/alpha/provisioning/accounts/{account.pk}/test/"
+    assert client_for("viewer").post(path).status_code == 403
+    assert client_for("operator").get(path).status_code == 405
+    response = client_for("operator").post(path, headers={"HX-Request": "true"})
+    assert response.status_code == 200
+    assert "Connected as" in response.content.decode()
+    account.refresh_from_db()
+    assert account.last_check_ok is True
+
+
+def test_test_connection_reports_the_clouds_refusal(client_for, project):
+    from provisioning.services.accounts import account_create
+
+    account = account_create(
+        project=project,
+        actor=None,
+        name="Dead",
+        access_key_id="x",
+        secret_access_key="y",
+        endpoint_url="http://127.0.0.1:9",
+    )
+    client_for("operator").post(f"/projects/alpha/provisioning/accounts/{account.pk}/test/")
+    account.refresh_from_db()
+    assert account.last_check_ok is False and "Cannot reach AWS" in account.last_check_message
+
+
+def test_the_secret_is_never_shown_in_the_admin(admin_client, account):
+    page = admin_client.get(
+        f"/admin/provisioning/cloudaccount/{account.pk}/change/"
+    ).content.decode()
+    assert (
+        account.secret_access_key_encrypted not in page
+        and "testing" not in page.split("access_key_id")[-1][:0]
+    )
+    assert 'name="new_secret_access_key"' in page

@@ -1,0 +1,24 @@
+"""The JSON API's wiring: one NinjaAPI with its auth, error handlers and routers."""
+
+from ninja import NinjaAPI
+
+from instances.api import disks, instances, keys, network, nics, projects
+from instances.api.auth import API_AUTH
+from instances.api.errors import install_error_handlers
+from provisioning import api as provisioning_api
+
+api = NinjaAPI(
+    title="ZopDay console API",
+    version="1",
+    description=(
+        "Create and operate instances. Authenticate with a browser session (plus CSRF token "
+        "on unsafe methods) or a personal token: `Authorization: Bearer zop_...`, made with "
+        "`manage.py api_token create USERNAME NAME`."
+    ),
+    urls_namespace="api-v1",
+    auth=API_AUTH,
+)
+install_error_handlers(api)
+for module in (projects, network, keys, instances, nics, disks):
+    api.add_router("", module.router)
+api.add_router("", provisioning_api.router)
