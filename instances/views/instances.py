@@ -16,7 +16,7 @@ from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 
 from instances import selectors
 from instances.access import instance_for_user, project_for_user
-from instances.actions import instance_allowed_actions, instance_console_actions
+from instances.actions import POWER_BACKENDS, instance_allowed_actions, instance_console_actions
 from instances.choices import (
     POWER_TRANSITIONAL,
     DiskRole,
@@ -265,6 +265,7 @@ def detail_context(instance: Instance, role: Role, tab: str) -> dict[str, object
         context["nics"] = instance.nics.select_related("subnet", "elastic_ip")
         context["subnets"] = instance.project.subnets.filter(zone=instance.zone)
         context["free_eips"] = instance.project.elastic_ips.filter(nic=None)
+        context["network_mode"] = _network_mode(instance)
     elif tab == "user-data":
         text = user_data(instance)
         if not allowed["view_password"]:
@@ -273,6 +274,16 @@ def detail_context(instance: Instance, role: Role, tab: str) -> dict[str, object
     elif tab == "events":
         context["events"] = selectors.instance_events(instance)[:100]
     return context
+
+
+def _network_mode(instance: Instance) -> str:
+    """How the hypervisor wires NICs ("bridge": subnets are shared L2 segments; "user": each
+    NIC is on its own), or "" for backends without the notion."""
+    if instance.backend not in POWER_BACKENDS:
+        return ""
+    from instances.backends import backend_named
+
+    return str(getattr(backend_named(instance.backend), "network_mode", ""))
 
 
 @login_required

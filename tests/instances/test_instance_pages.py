@@ -227,3 +227,15 @@ def test_ssh_key_page_refuses_a_private_key_at_its_field(client_for, project, op
         url, {"name": "k", "public_key": "-----BEGIN OPENSSH PRIVATE KEY----- x"}
     )
     assert 'id="public_key-error">This is a private key.' in response.text
+
+
+def test_the_networking_tab_states_how_subnets_are_wired(client_for, instance, project, settings):
+    from instances.backends import backend_named
+
+    url = reverse("instance-detail", args=[project.slug, instance.pk]) + "?tab=networking"
+    settings.ZOPDAY_NETWORK_MODE = "user"
+    backend_named.cache_clear()
+    try:
+        assert "uses QEMU user networking" in client_for("viewer").get(url).text
+    finally:
+        backend_named.cache_clear()
