@@ -34,7 +34,8 @@ log = logging.getLogger(__name__)
 
 SHUTDOWN_TIMEOUT = getattr(settings, "ZOPDAY_SHUTDOWN_TIMEOUT", 60)
 STUCK_AFTER_SECONDS = 300
-POLL_SECONDS = 0.02  # a status read is one short QMP exchange on a local socket
+POLL_SECONDS = 0.02
+ACPI_REPEAT_SECONDS = 5  # a status read is one short QMP exchange on a local socket
 
 
 def _settle(
@@ -109,8 +110,13 @@ def machine_shutdown(instance_id: int) -> None:
     backend = backend_named(instance.backend)
     try:
         backend.shutdown(instance.machine_id)
-        deadline = time.monotonic() + SHUTDOWN_TIMEOUT
+        last_press = time.monotonic()
+        deadline = last_press + SHUTDOWN_TIMEOUT
         while backend.status(instance.machine_id).power == Power.RUNNING:
+            if time.monotonic() - last_press > ACPI_REPEAT_SECONDS:
+                # a guest still booting has no ACPI daemon yet: press the button again
+                backend.shutdown(instance.machine_id)
+                last_press = time.monotonic()
             if time.monotonic() > deadline:
                 _settle(
                     instance_id,
