@@ -181,6 +181,9 @@ def main() -> None:
         argv = [arg for arg in argv if arg != "-no-shutdown"]
         baseline = [bare_run(argv, bare) for _ in range(args.runs)]
     finally:
+        backend = backend_named("qemu")
+        for machine_id in backend.running_machines():
+            backend.force_stop(machine_id)
         for process in processes:
             process.terminate()
             process.wait(timeout=30)
