@@ -104,9 +104,6 @@ def test_start_applies_the_seed_and_acpi_shutdown_powers_the_guest_off(
     wait_for_state(vm, PowerState.STOPPED, timeout=60)
     assert vm.last_exit == LastExit.REQUESTED
     assert vm.nics.get().carrier == CarrierState.STOPPED
-    assert (
-        b"acpid" in backend.serial_log(vm.machine_id).read_bytes() or True
-    )  # the guest's own log is optional
     assert not backend.running_machines()
 
 
