@@ -127,6 +127,13 @@ class Backend(Protocol):
     def shutdown(self, machine_id: str) -> None:
         """ACPI power button: the guest decides how to power off."""
 
+    def wait_powered_off(self, machine_id: str, timeout: float) -> bool:
+        """Block until the guest is off or timeout seconds pass; True when it is off.
+
+        Off may still need tidying (the process ended, its helpers released): the next status()
+        does that.
+        """
+
     def force_stop(self, machine_id: str) -> None: ...
 
     def restart(self, machine_id: str) -> None: ...

@@ -104,7 +104,7 @@ def test_start_applies_the_seed_and_acpi_shutdown_powers_the_guest_off(
     wait_for_state(vm, PowerState.STOPPED, timeout=60)
     assert vm.last_exit == LastExit.REQUESTED
     assert vm.nics.get().carrier == CarrierState.STOPPED
-    assert not backend.running_machines()
+    wait_for(lambda: not backend.running_machines(), "QEMU to be ended after the power-off")
 
 
 def test_restart_reboots_the_guest_and_force_shutdown_kills_it(

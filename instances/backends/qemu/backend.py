@@ -56,6 +56,7 @@ MACHINE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 KERNEL_BANNER = re.compile(rb"\[\s*0\.0+\] Linux version ")
 MAX_SOCKET_PATH = 107  # sun_path is 108 bytes with the final NUL
 STOPPED_STATES = {"shutdown", "guest-panicked", "internal-error"}
+POWER_OFF_EVENTS = {"SHUTDOWN", "GUEST_PANICKED"}  # the events that enter those states
 
 
 class QemuBackend:
@@ -181,6 +182,30 @@ class QemuBackend:
                 return
             run.mark_stop_requested()
             self._monitor(run).execute("system_powerdown")
+
+    def wait_powered_off(self, machine_id: str, timeout: float) -> bool:
+        """Waits on the watch monitor for QEMU's SHUTDOWN (or a crash) event, not by polling."""
+        run = self._run_folder(machine_id)
+        if not self._qemu_alive(run):
+            return True
+        if not run.watch_socket.exists():  # launched before the watch monitor existed
+            return self._poll_powered_off(machine_id, timeout)
+        try:
+            return Monitor(run.watch_socket, timeout=3).wait_for_status(
+                STOPPED_STATES, POWER_OFF_EVENTS, timeout
+            )
+        except BackendError:
+            if self._qemu_alive(run):
+                raise
+            return True
+
+    def _poll_powered_off(self, machine_id: str, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while self.status(machine_id).power is Power.RUNNING:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+        return True
 
     def force_stop(self, machine_id: str) -> None:
         """QMP quit (SIGKILL if QEMU lingers); returns once the process is gone."""

@@ -5,6 +5,8 @@ Device layout on the q35 machine, and why:
   root bus (pcie.0) cannot be hot-unplugged, devices behind a root port can (ACPI hotplug).
 - SATA disks and CD-ROMs use the q35 AHCI controller (buses ide.0 .. ide.5; no hotplug there).
 - the NoCloud seed is a read-only virtio disk on the root bus; it never leaves.
+- two QMP monitors: `qmp` for commands, `watch` for the one waiter of a power-off (QEMU serves one
+  client per monitor, and a waiter holds its connection).
 - the serial port is a unix socket chardev with `logfile=`: QEMU itself records every byte the guest
   prints, from power-on, whether or not a console client is connected.
 - `-no-shutdown` keeps QEMU alive in status "shutdown" when the guest powers off, and
@@ -74,7 +76,8 @@ def build_argv(spec: MachineSpec, run: RunFolder, options: LaunchOptions) -> lis
         "-device",
         "pvpanic",
     ]
-    argv += [*_socket_chardev("qmp", run.qmp_socket), "-mon", "chardev=qmp,mode=control"]
+    for monitor, socket_path in (("qmp", run.qmp_socket), ("watch", run.watch_socket)):
+        argv += [*_socket_chardev(monitor, socket_path), "-mon", f"chardev={monitor},mode=control"]
     argv += _socket_chardev("serial0", run.serial_socket, log=run.serial_log)
     argv += ["-serial", "chardev:serial0"]
     argv += ["-object", "rng-random,id=rng0,filename=/dev/urandom"]

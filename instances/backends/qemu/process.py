@@ -6,6 +6,7 @@ the worker: they outlive it, and no zombie of theirs can linger in it. A pid alo
 """
 
 import os
+import selectors
 import signal
 import subprocess
 import time
@@ -61,6 +62,22 @@ def run_daemon(argv: list[str], log: Path, *, what: str, timeout: float = 60) ->
 
 
 def wait_gone(pid: int, marker: str, timeout: float) -> bool:
+    """Wait for the process to exit: on a pidfd (woken the moment it exits), else by polling."""
+    if not is_alive(pid, marker):
+        return True
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:  # gone meanwhile, or a kernel without pidfds
+        pidfd = None
+    if pidfd is not None:
+        try:
+            with selectors.DefaultSelector() as selector:
+                selector.register(pidfd, selectors.EVENT_READ)
+                if selector.select(timeout):
+                    return True
+        finally:
+            os.close(pidfd)
+        return not is_alive(pid, marker)
     deadline = time.monotonic() + timeout
     while is_alive(pid, marker):
         if time.monotonic() > deadline:

@@ -9,11 +9,12 @@ QEMU refused is not.
 import asyncio
 import concurrent.futures
 import contextlib
-from collections.abc import Coroutine, Sequence
+import dataclasses
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from qemu.qmp import ConnectError, ExecuteError, QMPClient, QMPError
+from qemu.qmp import ConnectError, ExecuteError, QMPClient, QMPError, Runstate
 
 from instances.backends.base import BackendError
 
@@ -42,23 +43,68 @@ class Monitor:
         """Run commands in order on one connection; the first refusal stops the rest."""
         return _run_sync(self._execute_all(commands))
 
+    def wait_for_status(
+        self, states: Collection[str], events: Collection[str], timeout: float
+    ) -> bool:
+        """Wait until QEMU's run status is one of states: True once it is, False after timeout.
+
+        Listens for events (those that enter the states) before asking query-status, so a change
+        between the two is not missed; QEMU exiting meanwhile counts as reached. Holds the
+        connection while waiting: use a monitor that serves nothing else.
+        """
+        return _run_sync(self._wait_for_status(states, events, timeout))
+
+    async def _wait_for_status(
+        self, states: Collection[str], events: Collection[str], timeout: float
+    ) -> bool:
+        async def work(client: QMPClient, step: _Step) -> bool:
+            with client.listener(events) as listener:
+                step.command = "query-status"
+                status = await client.execute("query-status")
+                if isinstance(status, dict) and status.get("status") in states:
+                    return True
+                step.command = f"a {'/'.join(sorted(events))} event"
+                # QEMU exiting ends the connection without an event: that counts as reached too
+                waits = {
+                    asyncio.ensure_future(listener.get()),
+                    asyncio.ensure_future(_gone(client)),
+                }
+                done, pending = await asyncio.wait(
+                    waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+                )
+                for task in pending:
+                    task.cancel()
+                return bool(done)
+
+        return await self._session(work, self.timeout + timeout)
+
     async def _execute_all(
         self, commands: Sequence[tuple[str, dict[str, Any] | None]]
     ) -> list[Any]:
+        async def work(client: QMPClient, step: _Step) -> list[Any]:
+            results = []
+            for command, arguments in commands:
+                step.command = command
+                results.append(await client.execute(command, arguments))
+            return results
+
+        return await self._session(work, self.timeout)
+
+    async def _session(
+        self, work: Callable[[QMPClient, "_Step"], Awaitable[T]], budget: float
+    ) -> T:
+        """Connect, run work, disconnect; QMP's failures become BackendErrors naming the step."""
         client = QMPClient(f"zopday:{self.socket_path.parent.name}")
-        current = "connect"
+        step = _Step("connect")
         try:
-            async with asyncio.timeout(self.timeout):
+            async with asyncio.timeout(budget):
                 await client.connect(str(self.socket_path))
-                results = []
-                for current, arguments in commands:
-                    results.append(await client.execute(current, arguments))
-                return results
+                return await work(client, step)
         except ExecuteError as error:
-            raise CommandRefused(current, str(error), error.error_class) from error
+            raise CommandRefused(step.command, str(error), error.error_class) from error
         except TimeoutError as error:
             raise BackendError(
-                f"QEMU's monitor did not answer {current} within {self.timeout:g} s.",
+                f"QEMU's monitor did not answer {step.command} within {budget:g} s.",
                 retryable=True,
             ) from error
         except (ConnectError, OSError) as error:
@@ -67,12 +113,24 @@ class Monitor:
             ) from error
         except QMPError as error:
             raise BackendError(
-                f"QEMU's monitor failed on {current}: {error}", retryable=True
+                f"QEMU's monitor failed on {step.command}: {error}", retryable=True
             ) from error
         finally:
             # a closed connection (e.g. after "quit") resurfaces here: the command result counts
             with contextlib.suppress(QMPError, OSError, EOFError):
                 await client.disconnect()
+
+
+@dataclasses.dataclass
+class _Step:
+    """What a session is doing, for its error messages."""
+
+    command: str
+
+
+async def _gone(client: QMPClient) -> None:
+    while client.runstate == Runstate.RUNNING:
+        await client.runstate_changed()
 
 
 def _reason(error: BaseException) -> str:

@@ -32,6 +32,11 @@ class RunFolder:
         return self.path / "qmp.sock"
 
     @property
+    def watch_socket(self) -> Path:
+        """A second QMP monitor, held by whoever waits for the guest to power off."""
+        return self.path / "watch.sock"
+
+    @property
     def serial_socket(self) -> Path:
         return self.path / "serial.sock"
 

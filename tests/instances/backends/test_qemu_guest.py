@@ -335,8 +335,11 @@ def test_restart_reboots_the_guest_and_its_boot_counter_goes_up(backend, fleet):
 
 def test_an_acpi_shutdown_we_asked_for_reads_requested(backend, fleet):
     wait_for_prompt(backend, "alpha")
+    assert not backend.wait_powered_off("alpha", 0.2)  # running: the wait times out
     backend.shutdown("alpha")
-    status = wait_until_stopped(backend, "alpha")
+    assert backend.wait_powered_off("alpha", 30)  # woken by QEMU's SHUTDOWN event
+    assert backend.wait_powered_off("alpha", 0)  # and it stays off
+    status = backend.status("alpha")
     assert (status.power, status.exit) == (Power.STOPPED, ExitKind.REQUESTED)
     assert "alpha" not in backend.running_machines()
 

@@ -320,6 +320,14 @@ def test_a_guest_that_powered_itself_off_reads_guest_poweroff_and_its_qemu_is_en
     assert backend.status("i-1").exit is ExitKind.GUEST_POWEROFF
 
 
+def test_waiting_for_a_running_guest_to_power_off_times_out(fake_qemu):
+    assert not fake_qemu("running").wait_powered_off("i-1", 0.1)
+
+
+def test_waiting_without_a_watch_monitor_reads_the_status_instead(fake_qemu):
+    assert fake_qemu("shutdown").wait_powered_off("i-1", 5)
+
+
 def test_a_guest_powered_off_after_our_shutdown_request_reads_requested(fake_qemu):
     backend = fake_qemu("shutdown")
     backend._run_folder("i-1").mark_stop_requested()
