@@ -1,0 +1,115 @@
+"""Reading manifests: YAML documents (`---` between them), each checked against DocumentIn.
+
+Problems are collected over every document of every file, each located as `file:line`, so one run
+reports everything to fix. A YAML syntax error ends the reading of its file, which cannot be
+trusted past that point.
+"""
+
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from pydantic import ValidationError as SchemaValidationError
+
+from instances.manifests.errors import ManifestInvalid, Problem, schema_problems
+from instances.manifests.schemas import DocumentIn
+
+MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+@dataclass(frozen=True)
+class Document:
+    """One instance the manifest declares; `spec` is checked later, in its project."""
+
+    where: str
+    project: str
+    name: str
+    spec: dict[str, Any]
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader refusing a key given twice in one mapping, which YAML would quietly resolve
+    to the last value."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[object] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == MERGE_TAG or not isinstance(key_node, yaml.ScalarNode):
+                continue
+            key = self.construct_object(key_node)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"the key {key!r} is given twice", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _yaml_problem(source: str, error: yaml.YAMLError) -> Problem:
+    if isinstance(error, yaml.MarkedYAMLError) and error.problem_mark is not None:
+        mark = error.problem_mark
+        context = f" ({error.context})" if error.context else ""
+        return Problem(
+            f"{source}:{mark.line + 1}:{mark.column + 1}",
+            "",
+            f"Invalid YAML: {error.problem}{context}.",
+        )
+    return Problem(source, "", f"Invalid YAML: {error}")
+
+
+def _read(source: str, text: str) -> tuple[list[tuple[str, Any]], list[Problem]]:
+    """The documents of one file, each with where it starts; empty documents are skipped."""
+    loader = _StrictLoader(text)
+    found: list[tuple[str, Any]] = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                break
+            data = loader.construct_document(node)
+            if data is not None:
+                found.append((f"{source}:{node.start_mark.line + 1}", data))
+    except yaml.YAMLError as error:
+        return found, [_yaml_problem(source, error)]
+    finally:
+        loader.dispose()
+    if not found:
+        return found, [Problem(source, "", "No documents: expected at least one kind: Instance.")]
+    return found, []
+
+
+def documents_read(*, sources: list[tuple[str, str]]) -> list[Document]:
+    """Parse every (name, text) source; raise ManifestInvalid listing every problem found."""
+    documents: list[Document] = []
+    problems: list[Problem] = []
+    first_seen: dict[tuple[str, str], str] = {}
+    for source, text in sources:
+        found, unreadable = _read(source, text)
+        problems += unreadable
+        for where, data in found:
+            if not isinstance(data, dict):
+                problems.append(
+                    Problem(where, "", "A document is a mapping: kind, project, name and spec.")
+                )
+                continue
+            try:
+                envelope = DocumentIn.model_validate(data)
+            except SchemaValidationError as error:
+                problems += schema_problems(error, where)
+                continue
+            where = f"{where} (instance {envelope.name})"
+            key = (envelope.project, envelope.name)
+            if key in first_seen:
+                problems.append(
+                    Problem(
+                        where,
+                        "name",
+                        f"{envelope.name} is declared twice: also at {first_seen[key]}.",
+                    )
+                )
+                continue
+            first_seen[key] = where
+            documents.append(Document(where, envelope.project, envelope.name, envelope.spec))
+    if problems:
+        raise ManifestInvalid(problems)
+    return documents
