@@ -6,7 +6,6 @@ the work runs on the instance's host once the request has committed.
 
 from collections.abc import Callable
 
-from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from ninja import Query, Router
@@ -15,7 +14,8 @@ from ninja.responses import Status
 from instances import selectors
 from instances.api.auth import request_user
 from instances.api.errors import ERRORS, REFUSALS
-from instances.api.lookups import CHOOSE_IMAGE, chosen, images_of, object_for, project_for
+from instances.api.lookups import object_for, project_for
+from instances.api.requests import instance_request
 from instances.api.schemas import (
     Id,
     InstanceDetailOut,
@@ -26,12 +26,9 @@ from instances.api.schemas import (
     Slug,
 )
 from instances.choices import Role
-from instances.models import Instance, Project
+from instances.models import Instance
 from instances.services import power
 from instances.services.instances import (
-    DiskRequest,
-    InstanceRequest,
-    NicRequest,
     instance_create,
     instance_delete,
     instance_set_run_strategy,
@@ -73,7 +70,7 @@ def instance_add(request: HttpRequest, slug: Slug, payload: InstanceIn) -> Statu
     RerunOnFailure or Once also starts it."""
     project, _ = project_for(request, slug, Role.OPERATOR)
     instance = instance_create(
-        project=project, actor=request_user(request), request=_instance_request(project, payload)
+        project=project, actor=request_user(request), request=instance_request(project, payload)
     )
     return Status(201, _instances().get(pk=instance.pk))
 
@@ -150,39 +147,3 @@ def _power(
     instance = object_for(Instance, request, slug, instance_id, Role.OPERATOR)
     service(instance=instance, actor=request_user(request))
     return Status(202, _instances().get(pk=instance.pk))
-
-
-def _instance_request(project: Project, payload: InstanceIn) -> InstanceRequest:
-    """Turn the ids of the body into the project's objects; one that names nothing the project
-    may use is an error on that field, worded like the services' own."""
-    images = images_of(project)
-    root_image = chosen(images, payload.root_image, "root_image", CHOOSE_IMAGE)
-    keys = list(project.ssh_keys.filter(pk__in=payload.ssh_keys))
-    if len(keys) != len(set(payload.ssh_keys)):
-        raise ValidationError({"ssh_keys": "Choose SSH keys of this project."})
-    disks = [
-        DiskRequest(
-            size_gb=disk.size_gb,
-            role=disk.role,
-            image=(
-                chosen(images, disk.image, f"disks-{number}-image", CHOOSE_IMAGE)
-                if disk.image is not None
-                else None
-            ),
-            bus=disk.bus,
-            name=disk.name,
-            boot_order=disk.boot_order,
-        )
-        for number, disk in enumerate(payload.disks)
-    ]
-    nics = []
-    for index, nic in enumerate(payload.nics):
-        subnet = chosen(
-            project.subnets.all(), nic.subnet, f"nics-{index}-subnet",
-            "Choose a subnet of this project.",
-        )  # fmt: skip
-        nics.append(
-            NicRequest(subnet=subnet, ipv4=nic.ipv4, ipv6=nic.ipv6, mac=nic.mac, model=nic.model)
-        )
-    fields = payload.model_dump(exclude={"root_image", "ssh_keys", "disks", "nics"})
-    return InstanceRequest(**fields, root_image=root_image, ssh_keys=keys, disks=disks, nics=nics)

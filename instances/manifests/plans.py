@@ -15,11 +15,12 @@ from django.http import Http404
 from pydantic import ValidationError as SchemaValidationError
 
 from instances.access import project_for_user
+from instances.api.requests import instance_request
 from instances.choices import LinkState, Role
 from instances.manifests.diffs import CONFIRM_PRIMARY, plan_update
 from instances.manifests.documents import Document
 from instances.manifests.errors import ManifestInvalid, Problem, schema_problems, service_problems
-from instances.manifests.references import instance_request, names_to_ids
+from instances.manifests.references import names_to_ids
 from instances.manifests.schemas import InstanceSpec
 from instances.manifests.steps import Plan, Step
 from instances.models import Instance, Project

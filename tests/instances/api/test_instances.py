@@ -71,22 +71,19 @@ def test_an_instance_without_nics_is_refused(api_for, operator, body):
     assert errors == {"nics": ["Attach the instance to at least one subnet."]}
 
 
-def test_ids_of_another_project_are_field_errors(api_for, operator, body, other_project):
+def test_ids_of_another_project_are_field_errors_all_reported_at_once(
+    api_for, operator, body, other_project
+):
     body["root_image"] = ImageFactory(project=other_project).pk
     body["nics"] = [{"subnet": SubnetFactory(project=other_project).pk}]
     body["ssh_keys"] = [999999]
     api = api_for("operator")
     assert errors_of(api.post("/projects/alpha/instances", body)) == {
-        "root_image": ["Choose an image of this project or a shared one."]
+        "root_image": ["Choose an image of this project or a shared one."],
+        "ssh_keys": ["Choose SSH keys of this project."],
+        "nics-0-subnet": ["Choose a subnet of this project."],
     }
-    body["root_image"] = ImageFactory().pk
-    assert errors_of(api.post("/projects/alpha/instances", body)) == {
-        "ssh_keys": ["Choose SSH keys of this project."]
-    }
-    body["ssh_keys"] = []
-    assert errors_of(api.post("/projects/alpha/instances", body)) == {
-        "nics-0-subnet": ["Choose a subnet of this project."]
-    }
+    assert not Instance.objects.exists()
 
 
 def test_a_nic_without_its_subnet_is_a_schema_error_with_the_field_path(api_for, operator, body):
