@@ -1,11 +1,13 @@
 """Factories for the models the tests need; no fixture files."""
 
 import factory
+import pytest
+from django.conf import settings
 from django.contrib.auth import get_user_model
 
 from instances.choices import ImageKind, Role
-from instances.models import Image, Membership, Project, Subnet
-from instances.services.instances import InstanceRequest, NicRequest
+from instances.models import Image, Instance, Membership, Project, Subnet
+from instances.services.instances import InstanceRequest, NicRequest, instance_create
 
 PASSWORD = "correct-horse-battery"
 
@@ -78,3 +80,19 @@ def instance_request(subnet: Subnet, image: Image | None = None, **fields) -> In
             **fields,
         }
     )
+
+
+def demo_image(name: str = "demo") -> Image:
+    """The demo guest image that bin/zop test builds, for tests that boot real guests."""
+    folder = settings.ZOPDAY_IMAGES_DIR / "demo"
+    if not (folder / "initrd.img").exists():
+        pytest.fail("the demo image is missing: bin/zop test builds it")
+    return Image.objects.create(name=name, kind=ImageKind.KERNEL, path=str(folder))
+
+
+def demo_instance(*, actor, image: Image, subnet: Subnet, name: str, ip: str, **fields) -> Instance:
+    """An instance of the demo guest, created through the service, with a static IPv4."""
+    request = instance_request(
+        subnet, image=image, name=name, nics=[NicRequest(subnet, ipv4=ip)], **fields
+    )
+    return instance_create(project=subnet.project, actor=actor, request=request)

@@ -10,10 +10,9 @@ from django.conf import settings
 from playwright.sync_api import expect
 
 from instances.backends import backend_named
-from instances.models import Image, Instance
+from instances.models import Instance
 from instances.services import power
-from instances.services.instances import NicRequest, instance_create
-from tests.factories import PASSWORD, SubnetFactory, instance_request
+from tests.factories import PASSWORD, SubnetFactory, demo_image, demo_instance
 from tests.instances.consoles.conftest import discard_machine
 from tests.services import start_console_proxy, stop
 
@@ -35,18 +34,9 @@ def console_proxy_port(celery_worker_process, live_server, settings, tmp_path):
 
 @pytest.fixture
 def demo_vm(project, owner, operator, machines_root):
-    if not (settings.ZOPDAY_IMAGES_DIR / "demo" / "initrd.img").exists():
-        pytest.fail("the demo image is missing: bin/zop test builds it")
-    image = Image.objects.create(
-        name="demo", kind="kernel", path=str(settings.ZOPDAY_IMAGES_DIR / "demo")
-    )
     lan = SubnetFactory(project=project, name="lan", cidr_v4="10.90.0.0/24", gateway="10.90.0.1")
-    vm = instance_create(
-        project=project,
-        actor=owner,
-        request=instance_request(
-            lan, image=image, name="browser-vm", nics=[NicRequest(lan, ipv4="10.90.0.10")]
-        ),
+    vm = demo_instance(
+        actor=owner, image=demo_image(), subnet=lan, name="browser-vm", ip="10.90.0.10"
     )
     yield vm
     discard_machine(vm)

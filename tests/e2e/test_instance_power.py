@@ -2,10 +2,10 @@
 shut it down, see it Stopped; a real guest under QEMU behind a real Celery worker."""
 
 import pytest
-from django.conf import settings
 from playwright.sync_api import expect
 
-from instances.models import Image, Instance
+from instances.models import Instance
+from tests.factories import demo_image
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e, pytest.mark.integration]
 
@@ -15,9 +15,7 @@ BOOT_TIMEOUT = 120_000  # ms
 def test_create_start_see_running_shut_down_see_stopped(
     page, login, project, operator, subnet, celery_worker_process
 ):
-    Image.objects.create(
-        name="Demo guest", kind="kernel", path=str(settings.ZOPDAY_IMAGES_DIR / "demo")
-    )
+    demo_image("Demo guest")
     login("operator")
     page.goto(f"/projects/{project.slug}/instances/new/")
     page.fill("#id_name", "browser-vm")

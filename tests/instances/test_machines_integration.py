@@ -14,11 +14,11 @@ from django.conf import settings
 
 from instances.backends import backend_named
 from instances.choices import CarrierState, LastExit, PowerState, RunStrategy
-from instances.models import Image, Instance
+from instances.models import Instance
 from instances.services import network, power
-from instances.services.instances import NicRequest, instance_create
 from instances.tasks import reconcile_host
-from tests.factories import SubnetFactory, instance_request
+from tests import factories
+from tests.factories import SubnetFactory
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -27,11 +27,7 @@ BOOT_TIMEOUT = 90
 
 @pytest.fixture
 def demo_image():
-    if not (settings.ZOPDAY_IMAGES_DIR / "demo" / "initrd.img").exists():
-        pytest.fail("the demo image is missing: bin/zop test builds it")
-    return Image.objects.create(
-        name="demo", kind="kernel", path=str(settings.ZOPDAY_IMAGES_DIR / "demo")
-    )
+    return factories.demo_image()
 
 
 @pytest.fixture
@@ -81,10 +77,9 @@ def run_in(backend, instance: Instance, script: str) -> str:
 
 
 def make(project, operator, image, subnet, name: str, ip: str, **fields) -> Instance:
-    request = instance_request(
-        subnet, image=image, name=name, nics=[NicRequest(subnet, ipv4=ip)], **fields
+    return factories.demo_instance(
+        actor=operator, image=image, subnet=subnet, name=name, ip=ip, **fields
     )
-    return instance_create(project=project, actor=operator, request=request)
 
 
 def test_start_applies_the_seed_and_acpi_shutdown_powers_the_guest_off(

@@ -4,14 +4,12 @@ import struct
 import time
 
 import pytest
-from django.conf import settings
 
 from instances.backends import backend_named
 from instances.choices import PowerState
-from instances.models import ConsoleSession, Image
+from instances.models import ConsoleSession
 from instances.services import power
-from instances.services.instances import NicRequest, instance_create
-from tests.factories import SubnetFactory, instance_request
+from tests.factories import SubnetFactory, demo_image, demo_instance
 from tests.instances.consoles.conftest import (
     ORIGIN,
     discard_machine,
@@ -41,18 +39,9 @@ def proxy_process(celery_worker_process, tmp_path):
 
 @pytest.fixture
 def demo_vm(project, owner, operator, celery_worker_process):
-    if not (settings.ZOPDAY_IMAGES_DIR / "demo" / "initrd.img").exists():
-        pytest.fail("the demo image is missing: bin/zop test builds it")
-    image = Image.objects.create(
-        name="demo", kind="kernel", path=str(settings.ZOPDAY_IMAGES_DIR / "demo")
-    )
     lan = SubnetFactory(project=project, name="lan", cidr_v4="10.89.0.0/24", gateway="10.89.0.1")
-    vm = instance_create(
-        project=project,
-        actor=owner,
-        request=instance_request(
-            lan, image=image, name="console-vm", nics=[NicRequest(lan, ipv4="10.89.0.10")]
-        ),
+    vm = demo_instance(
+        actor=owner, image=demo_image(), subnet=lan, name="console-vm", ip="10.89.0.10"
     )
     power.instance_start(instance=vm, actor=operator)
     backend = backend_named("qemu")
