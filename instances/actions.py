@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass
 
+from instances.backends import backend_available, is_local_backend
 from instances.choices import POWER_TRANSITIONAL, PowerState, Role, RunStrategy
 from instances.errors import ActionRefused
 from instances.models import Instance
@@ -30,18 +31,28 @@ def _state_label(instance: Instance) -> str:
     return instance.get_power_state_display().lower()
 
 
-# Backends whose machines the console can power on and off so far.
-POWER_BACKENDS = frozenset({"qemu"})
-
-
 def _power_check(instance: Instance, role: Role | None) -> Allowed:
+    """Any backend the console has (qemu, and aws once provisioning registered it) powers its
+    machines on and off."""
     if not (allowed := _role_check(role, Role.OPERATOR)):
         return allowed
-    if instance.backend not in POWER_BACKENDS:
+    if not backend_available(instance.backend):
         return Allowed(
             False, f"Power operations on {instance.backend} instances are not available yet."
         )
     return YES
+
+
+def _local_check(instance: Instance) -> Allowed:
+    """Disks, interfaces and run strategies are the console's only for machines on its own
+    hosts; a cloud VM (backend aws) belongs to the provisioning job that made it."""
+    if is_local_backend(instance.backend):
+        return YES
+    return Allowed(
+        False,
+        f"The disks, network interfaces and run strategy of {instance.backend} instances are "
+        "set by their provisioning job, not here.",
+    )
 
 
 def start(instance: Instance, role: Role | None) -> Allowed:
@@ -73,6 +84,12 @@ def force_stop(instance: Instance, role: Role | None) -> Allowed:
 def delete(instance: Instance, role: Role | None) -> Allowed:
     if not (allowed := _role_check(role, Role.ADMIN)):
         return allowed
+    if not is_local_backend(instance.backend):
+        return Allowed(
+            False,
+            f"{instance.backend} instances go when their provisioning job is deleted: its "
+            "teardown terminates the VMs.",
+        )
     if instance.power_state not in STOPPED_STATES:
         return Allowed(False, "Stop the instance before deleting it.")
     return YES
@@ -81,6 +98,8 @@ def delete(instance: Instance, role: Role | None) -> Allowed:
 def configure(instance: Instance, role: Role | None) -> Allowed:
     """Change the run strategy, add disks and NICs, set links."""
     if not (allowed := _role_check(role, Role.OPERATOR)):
+        return allowed
+    if not (allowed := _local_check(instance)):
         return allowed
     if instance.power_state in POWER_TRANSITIONAL:
         return Allowed(False, f"Wait until the instance is no longer {_state_label(instance)}.")
@@ -136,9 +155,21 @@ def instance_allowed_actions(instance: Instance, role: Role | None) -> dict[str,
 CONSOLE_STATES = (PowerState.RUNNING, PowerState.RESTARTING)
 
 
+def _console_backend_check(instance: Instance) -> Allowed:
+    if is_local_backend(instance.backend):
+        return YES
+    return Allowed(
+        False,
+        f"{instance.backend} instances have no serial, VNC or exec console here: interactive "
+        "access goes only through the cloud's IAM-gated exec channel (SSM).",
+    )
+
+
 def console(instance: Instance, role: Role | None) -> Allowed:
     """Open a console of a running instance; viewers watch it read-only."""
     if not (allowed := _role_check(role, Role.VIEWER)):
+        return allowed
+    if not (allowed := _console_backend_check(instance)):
         return allowed
     if instance.power_state not in CONSOLE_STATES:
         return Allowed(False, f"The instance is {_state_label(instance)}: start it first.")
@@ -154,7 +185,9 @@ def console_interactive(instance: Instance, role: Role | None) -> Allowed:
 
 def serial_log(instance: Instance, role: Role | None) -> Allowed:
     """Download everything the guest printed on its serial port (kept across power-offs)."""
-    return _role_check(role, Role.VIEWER)
+    if not (allowed := _role_check(role, Role.VIEWER)):
+        return allowed
+    return _console_backend_check(instance)
 
 
 def console_recordings(instance: Instance, role: Role | None) -> Allowed:

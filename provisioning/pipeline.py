@@ -10,8 +10,12 @@ runs stepDetachLoadBalancer, and DELETE runs the seed's teardown as steps of the
 `job_advance` runs one step:
 1. skip unless the job is in a transitional status;
 2. pick the first step not done; claim it with a conditional UPDATE (pending, or running with a
-   lapsed lease because its worker died) — zero rows updated means another worker has it;
-3. run it, retrying transient CloudErrors with a bounded exponential backoff, counting attempts;
+   lapsed lease because its worker died, and still at the attempt count read) — zero rows updated
+   means another worker has it;
+3. run it, retrying transient CloudErrors with a bounded exponential backoff, counting attempts.
+   On the step's first attempt (the claim took attempts from 0 to 1) the provider creates without
+   looking its resources up, since no earlier attempt can have made any; every later attempt (a
+   retry, or a re-run after a worker died mid-step) looks them up by tag or name first;
 4. record the outcome: success → the next step is queued on commit; a permanent error → the
    step and the job fail with the cloud's own message; retry_from_failed_step resumes there.
 """
@@ -127,25 +131,68 @@ def queue_advance(job_id: int) -> None:
 
 
 # ---- the runner ---------------------------------------------------------------------------------
-class _StepLog:
-    """Log lines of the running step, written through so the progress page shows them live."""
+# A step's log lines and InfraConfig changes are written through at most this often; the rest wait
+# for the next write, the heartbeat or the end of the step (the progress page polls every second).
+FLUSH_SECONDS = 0.5
 
-    def __init__(self, step: JobStep) -> None:
-        self.step = step
+
+class _StepWriter:
+    """The running step's log lines and the job's InfraConfig, written through so the progress
+    page shows them live, but batched: what arrives less than FLUSH_SECONDS after the last write
+    waits for the next write, the heartbeat or the end of the step. A step that creates ten
+    resources in half a second then costs two UPDATEs, not twenty-five. A worker killed mid-step
+    loses at most those unwritten lines and ids; nothing depends on them, because the step's next
+    attempt finds its resources by tag before creating anything."""
+
+    def __init__(self, job: ProvisioningJob, step: JobStep, config: InfraConfig) -> None:
+        self.job, self.step, self.config = job, step, config
         self.lines: list[dict[str, str]] = list(step.log or [])
-        self.last_beat = 0.0
+        self.log_pending = self.config_pending = False
+        self.last_flush = self.last_beat = time.monotonic()
 
-    def write(self, line: str) -> None:
+    def log(self, line: str) -> None:
         self.lines.append({"at": timezone.now().isoformat(timespec="seconds"), "line": line})
-        JobStep.objects.filter(pk=self.step.pk).update(log=self.lines)
+        self.log_pending = True
+        self._flush_if_due()
+
+    def save(self) -> None:
+        self.config_pending = True
+        self._flush_if_due()
 
     def heartbeat(self) -> None:
+        """Called while a step waits: write what is pending, and renew the lease every 2 s."""
+        self._flush_if_due()
         if time.monotonic() - self.last_beat < 2:
             return
         self.last_beat = time.monotonic()
         JobStep.objects.filter(pk=self.step.pk, status=StepStatus.RUNNING).update(
             lease_until=_lease_end()
         )
+
+    def _flush_if_due(self) -> None:
+        if time.monotonic() - self.last_flush >= FLUSH_SECONDS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.config_pending:
+            self._write_config()
+        if self.log_pending:
+            JobStep.objects.filter(pk=self.step.pk).update(log=self.lines)
+            self.log_pending = False
+        self.last_flush = time.monotonic()
+
+    def finish(self, **outcome: object) -> None:
+        """The end of the step: the config (which also marks the job as active) and the step's
+        log together with its outcome, one UPDATE each."""
+        self._write_config()
+        JobStep.objects.filter(pk=self.step.pk).update(log=self.lines, **outcome)
+        self.log_pending = False
+
+    def _write_config(self) -> None:
+        ProvisioningJob.objects.filter(pk=self.job.pk).update(
+            config=self.config.to_json(), updated_at=timezone.now()
+        )
+        self.config_pending = False
 
 
 def _lease_end() -> datetime:
@@ -161,18 +208,24 @@ def next_step(job: ProvisioningJob) -> JobStep | None:
 
 
 def _claim(step: JobStep) -> bool:
+    """Take the step: pending, or running with a lapsed lease, and still at the attempt count we
+    read. Counting on that count makes `step.attempts` exact afterwards without reading it back:
+    whether this is the step's first attempt decides whether its lookups may be skipped."""
     now = timezone.now()
+    lease_until = _lease_end()
     claimable = Q(status=StepStatus.PENDING) | Q(status=StepStatus.RUNNING, lease_until__lt=now)
-    return bool(
-        JobStep.objects.filter(claimable, pk=step.pk).update(
-            status=StepStatus.RUNNING,
-            attempts=F("attempts") + 1,
-            started_at=now,
-            finished_at=None,
-            lease_until=_lease_end(),
-            message="",
-        )
+    claimed = JobStep.objects.filter(claimable, pk=step.pk, attempts=step.attempts).update(
+        status=StepStatus.RUNNING,
+        attempts=step.attempts + 1,
+        started_at=now,
+        finished_at=None,
+        lease_until=lease_until,
+        message="",
     )
+    if claimed:
+        step.status, step.attempts, step.started_at = StepStatus.RUNNING, step.attempts + 1, now
+        step.finished_at, step.lease_until, step.message = None, lease_until, ""
+    return bool(claimed)
 
 
 def job_advance(job_id: int) -> bool:
@@ -180,46 +233,39 @@ def job_advance(job_id: int) -> bool:
     job = ProvisioningJob.objects.select_related("account", "project").filter(pk=job_id).first()
     if job is None or job.status not in JOB_TRANSITIONAL:
         return False
-    step = next_step(job)
-    if step is None:
+    # The next step and the one after it: whether another step follows is known without asking
+    # again (no steps are added while the job runs; a cancel is seen by the next advance).
+    not_done = job.steps.filter(status__in=[StepStatus.PENDING, StepStatus.RUNNING])
+    upcoming = list(not_done.order_by("position")[:2])
+    if not upcoming:
         _finish_phase(job)
         return False
+    step = upcoming[0]
     if not _claim(step):
         return False  # another worker runs it, or just finished it
     if job.status == JobStatus.PENDING:
         ProvisioningJob.objects.filter(pk=job.pk, status=JobStatus.PENDING).update(
             status=RUNNING_STATUS[Phase(job.phase)], updated_at=timezone.now()
         )
-    step.refresh_from_db()
-    succeeded = _run_step(job, step)
-    if not succeeded:
+    if not _run_step(job, step):
         return False
-    job.refresh_from_db(fields=["status"])
-    if job.status not in JOB_TRANSITIONAL:
-        return False  # cancelled while the step ran
-    if next_step(job) is None:
-        _finish_phase(job)
-        return False
-    return True
+    if len(upcoming) > 1:
+        return True
+    _finish_phase(job)  # only settles a job that is still transitional (not cancelled meanwhile)
+    return False
 
 
 def _run_step(job: ProvisioningJob, step: JobStep) -> bool:
     config = InfraConfig.from_json(job.config)
-    step_log = _StepLog(step)
-
-    def save() -> None:
-        ProvisioningJob.objects.filter(pk=job.pk).update(
-            config=config.to_json(), updated_at=timezone.now()
-        )
-
+    writer = _StepWriter(job, step, config)
     ctx = StepContext(
         job_id=job.pk,
         token=job.token,
         name=job.name,
         tags=job_tags(job),
-        log=step_log.write,
-        heartbeat=step_log.heartbeat,
-        save=save,
+        log=writer.log,
+        heartbeat=writer.heartbeat,
+        save=writer.save,
     )
     function = STEPS[step.name]
     attempts = settings.ZOPDAY_PROVISIONING_RETRY_ATTEMPTS
@@ -229,29 +275,29 @@ def _run_step(job: ProvisioningJob, step: JobStep) -> bool:
             JobStep.objects.filter(pk=step.pk).update(
                 attempts=F("attempts") + 1, lease_until=_lease_end()
             )
+            step.attempts += 1
+        ctx.first_attempt = step.attempts == 1
         try:
             run = Run(
                 job=job, config=config, provider=provider_for(job.account, job.region), ctx=ctx
             )
             message = function(run)
         except CloudError as error:
-            step_log.write(f"{'transient' if error.retryable else 'error'}: {error.message}")
+            writer.log(f"{'transient' if error.retryable else 'error'}: {error.message}")
             if error.retryable and try_number < attempts:
                 delay = base * 2 ** (try_number - 1)
-                step_log.write(f"retrying in {delay:g} s (try {try_number + 1} of {attempts})")
+                writer.log(f"retrying in {delay:g} s (try {try_number + 1} of {attempts})")
+                writer.flush()
                 time.sleep(delay)
                 continue
-            save()
-            _fail(job, step, error.message)
+            _fail(job, writer, error.message)
             return False
         except Exception as error:  # a bug of ours: the user sees a short reason, logs the rest
             log.exception("step %s of job %s", step.name, job.pk)
-            step_log.write("internal error: " + traceback.format_exception_only(error)[-1].strip())
-            save()
-            _fail(job, step, f"Internal error in {step.name}: {error}")
+            writer.log("internal error: " + traceback.format_exception_only(error)[-1].strip())
+            _fail(job, writer, f"Internal error in {step.name}: {error}")
             return False
-        save()
-        JobStep.objects.filter(pk=step.pk).update(
+        writer.finish(
             status=StepStatus.SUCCEEDED,
             finished_at=timezone.now(),
             lease_until=None,
@@ -261,10 +307,11 @@ def _run_step(job: ProvisioningJob, step: JobStep) -> bool:
     return False  # not reached: the last try either returns or fails
 
 
-def _fail(job: ProvisioningJob, step: JobStep, message: str) -> None:
+def _fail(job: ProvisioningJob, writer: _StepWriter, message: str) -> None:
     now = timezone.now()
+    step = writer.step
     with transaction.atomic():
-        JobStep.objects.filter(pk=step.pk).update(
+        writer.finish(
             status=StepStatus.FAILED, finished_at=now, lease_until=None, message=message[:1000]
         )
         ProvisioningJob.objects.filter(pk=job.pk, status__in=JOB_TRANSITIONAL).update(
@@ -292,6 +339,18 @@ def _finish_phase(job: ProvisioningJob) -> None:
     ProvisioningJob.objects.filter(pk=job.pk, status__in=JOB_TRANSITIONAL).update(
         status=status, message="", finished_at=now, updated_at=now
     )
+
+
+def job_advance_for(job_id: int, seconds: float) -> bool:
+    """Run the job's steps one after another in this worker for up to `seconds` (a step that
+    started runs to its end); True when steps remain, to be queued. A message per step would
+    cost a broker round trip between steps; the slice keeps a long job from holding a worker
+    while other jobs wait."""
+    deadline = time.monotonic() + seconds
+    while job_advance(job_id):
+        if time.monotonic() >= deadline:
+            return True
+    return False
 
 
 def job_run_inline(job_id: int) -> ProvisioningJob:

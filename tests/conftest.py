@@ -67,6 +67,19 @@ def client_for(request):
     return make
 
 
+@pytest.fixture
+def api_for(request):
+    """api_for("operator") → an API client authenticated with a fresh token of that user."""
+    from instances.services.tokens import api_token_create
+    from tests.instances.api.helpers import Api
+
+    def make(role: str) -> Api:
+        _, plaintext = api_token_create(user=request.getfixturevalue(role), name="tests")
+        return Api(Client(), {"Authorization": f"Bearer {plaintext}"})
+
+    return make
+
+
 @pytest.fixture(scope="session")
 def machines_root():
     """A short private folder for machine run folders, and a private network namespace, for

@@ -113,12 +113,17 @@ TEMPLATES = [
 
 # Database: PostgreSQL from DATABASE_URL, else SQLite in WAL mode inside the run folder.
 if env("DATABASE_URL"):
-    DATABASES = {"default": dj_database_url.parse(env("DATABASE_URL"), conn_max_age=60)}
+    DATABASES = {
+        "default": dj_database_url.parse(
+            env("DATABASE_URL"), conn_max_age=60, conn_health_checks=True
+        )
+    }
 else:
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": str(RUN_DIR / "db.sqlite3"),
+            "CONN_MAX_AGE": 60,  # workers too: reconnecting reruns the PRAGMAs on every task
             "OPTIONS": {
                 "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
                 "transaction_mode": "IMMEDIATE",
@@ -175,6 +180,8 @@ CELERY_TASK_TIME_LIMIT = envint("ZOPDAY_TASK_TIME_LIMIT", 600)
 CELERY_TASK_SOFT_TIME_LIMIT = envint("ZOPDAY_TASK_SOFT_TIME_LIMIT", 540)
 CELERY_RESULT_EXPIRES = 3600
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Database connections outlive a task; zopday.celery closes the old and broken ones.
+CELERY_DB_REUSE_MAX = 1_000_000
 # The run-strategy reconciler: the database follows what hypervisors report within seconds.
 CELERY_BEAT_SCHEDULE = {
     "reconcile-instances": {
@@ -186,6 +193,8 @@ CELERY_BEAT_SCHEDULE = {
 
 # Node-local work (a QEMU process on this host) goes to this host's own queue.
 ZOPDAY_HOST = env("ZOPDAY_HOST", socket.gethostname())
+# Work on cloud VMs (power operations are API calls) goes to the queue every worker consumes.
+ZOPDAY_CLOUD_QUEUE = env("ZOPDAY_CLOUD_QUEUE", "celery")
 
 # Instances: availability zones, the hypervisor backend's options and the Elastic IP pool.
 ZOPDAY_ZONES = envlist("ZOPDAY_ZONES", ["local-1a", "local-1b"])
@@ -277,8 +286,18 @@ ZOPDAY_PROVISIONING_READY_TIMEOUT = envint("ZOPDAY_PROVISIONING_READY_TIMEOUT", 
 ZOPDAY_PROVISIONING_POLL_SECONDS = float(env("ZOPDAY_PROVISIONING_POLL_SECONDS", "5"))
 # The Celery queue pipeline steps go to (the default queue, which every worker consumes).
 ZOPDAY_PROVISIONING_QUEUE = env("ZOPDAY_PROVISIONING_QUEUE", "celery")
+# A worker runs a job's steps back to back for up to this long, then queues the rest.
+ZOPDAY_PROVISIONING_SLICE_SECONDS = float(env("ZOPDAY_PROVISIONING_SLICE_SECONDS", "2"))
 CELERY_BEAT_SCHEDULE["resume-provisioning-jobs"] = {
     "task": "provisioning.resume_stalled",
     "schedule": float(envint("ZOPDAY_PROVISIONING_RESUME_SECONDS", 15)),
     "options": {"expires": 30},
+}
+# How often the state of provisioned VMs is read back from the cloud (a VM stopped or terminated
+# outside the console shows on its instance and in its job within this many seconds).
+ZOPDAY_PROVISIONING_VM_REFRESH_SECONDS = envint("ZOPDAY_PROVISIONING_VM_REFRESH_SECONDS", 30)
+CELERY_BEAT_SCHEDULE["refresh-provisioned-vms"] = {
+    "task": "provisioning.refresh_vms",
+    "schedule": float(ZOPDAY_PROVISIONING_VM_REFRESH_SECONDS),
+    "options": {"expires": ZOPDAY_PROVISIONING_VM_REFRESH_SECONDS},
 }

@@ -1,10 +1,36 @@
-"""The backend registry: which implementation runs an instance's machine."""
+"""The backend registry: which implementation runs an instance's machine.
 
+`qemu` is built in: its machines are processes on the console's own hypervisor hosts. Other apps
+register backends for machines that live elsewhere (provisioning registers `aws` for the VMs its
+jobs create) from their AppConfig.ready, so this app never imports them.
+"""
+
+from collections.abc import Callable
 from functools import cache
 
 from django.conf import settings
 
-from instances.backends.base import Backend, BackendError
+from instances.backends.base import Backend, BackendError, MachineFact
+
+# Backends whose machines are processes on the console's own hosts: their work goes to the
+# host's queue, and disks, interfaces, run strategies and consoles are managed here.
+LOCAL_BACKENDS = frozenset({"qemu"})
+
+_factories: dict[str, Callable[[], Backend]] = {}
+
+
+def register_backend(name: str, factory: Callable[[], Backend]) -> None:
+    """Make backend_named(name) build its backend with factory (called once per process)."""
+    _factories[name] = factory
+    backend_named.cache_clear()
+
+
+def backend_available(name: str) -> bool:
+    return name in LOCAL_BACKENDS or name in _factories
+
+
+def is_local_backend(name: str) -> bool:
+    return name in LOCAL_BACKENDS
 
 
 @cache
@@ -19,7 +45,28 @@ def backend_named(name: str) -> Backend:
             network_mode=settings.ZOPDAY_NETWORK_MODE,
             namespace=settings.ZOPDAY_NETNS,
         )
+    factory = _factories.get(name)
+    if factory is not None:
+        return factory()
     raise BackendError(f"There is no backend called {name!r}.")
 
 
-__all__ = ["Backend", "BackendError", "backend_named"]
+def machine_facts(name: str, machine_id: str) -> list[MachineFact]:
+    """For the details page: what the instance's backend adds about its machine (none when the
+    backend is unknown)."""
+    if not backend_available(name):
+        return []
+    return backend_named(name).machine_facts(machine_id)
+
+
+__all__ = [
+    "LOCAL_BACKENDS",
+    "Backend",
+    "BackendError",
+    "MachineFact",
+    "backend_available",
+    "backend_named",
+    "is_local_backend",
+    "machine_facts",
+    "register_backend",
+]

@@ -99,6 +99,15 @@ class MachineStatus:
 
 
 @dataclass(frozen=True)
+class MachineFact:
+    """One line of what a backend knows about a machine beyond the Instance row, for its page."""
+
+    label: str
+    value: str
+    url: str = ""
+
+
+@dataclass(frozen=True)
 class GuestInterface:
     name: str
     mac: str
@@ -139,6 +148,10 @@ class Backend(Protocol):
     def restart(self, machine_id: str) -> None: ...
 
     def status(self, machine_id: str) -> MachineStatus: ...
+
+    def machine_facts(self, machine_id: str) -> list[MachineFact]:
+        """What the details page shows about the machine beyond the Instance row (e.g. a cloud
+        VM's own id and its provisioning job). Pages render it: no calls out to a cloud."""
 
     def set_link(self, machine_id: str, nic_name: str, up: bool) -> None: ...
 

@@ -1,10 +1,15 @@
+from django.conf import settings
 from django.db import transaction
 
+from instances.backends import is_local_backend
 from instances.models import Instance
 
 
 def host_queue(instance: Instance) -> str:
-    """Node-local work runs on the instance's hypervisor host's own queue."""
+    """Node-local work runs on the instance's hypervisor host's own queue; work on a cloud VM is
+    API calls that any worker can make, so it goes to the shared queue every worker consumes."""
+    if not is_local_backend(instance.backend):
+        return str(settings.ZOPDAY_CLOUD_QUEUE)
     return f"host.{instance.host}"
 
 

@@ -16,7 +16,8 @@ from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 
 from instances import selectors
 from instances.access import instance_for_user, project_for_user
-from instances.actions import POWER_BACKENDS, instance_allowed_actions, instance_console_actions
+from instances.actions import instance_allowed_actions, instance_console_actions
+from instances.backends import backend_named, is_local_backend, machine_facts
 from instances.choices import (
     POWER_TRANSITIONAL,
     DiskRole,
@@ -253,6 +254,7 @@ def detail_context(instance: Instance, role: Role, tab: str) -> dict[str, object
         ],
         "console_allowed": console_allowed,
         "consoles": console_links(instance, console_allowed),
+        "machine_facts": machine_facts(instance.backend, instance.machine_id),
     }
     if tab == "overview":
         context["nics"] = instance.nics.select_related("subnet", "elastic_ip")
@@ -266,6 +268,8 @@ def detail_context(instance: Instance, role: Role, tab: str) -> dict[str, object
         context["subnets"] = instance.project.subnets.filter(zone=instance.zone)
         context["free_eips"] = instance.project.elastic_ips.filter(nic=None)
         context["network_mode"] = _network_mode(instance)
+    elif tab == "user-data" and not is_local_backend(instance.backend):
+        context["user_data_elsewhere"] = True  # a cloud VM boots with its job's user data
     elif tab == "user-data":
         text = user_data(instance)
         if not allowed["view_password"]:
@@ -279,10 +283,8 @@ def detail_context(instance: Instance, role: Role, tab: str) -> dict[str, object
 def _network_mode(instance: Instance) -> str:
     """How the hypervisor wires NICs ("bridge": subnets are shared L2 segments; "user": each
     NIC is on its own), or "" for backends without the notion."""
-    if instance.backend not in POWER_BACKENDS:
+    if not is_local_backend(instance.backend):
         return ""
-    from instances.backends import backend_named
-
     return str(getattr(backend_named(instance.backend), "network_mode", ""))
 
 

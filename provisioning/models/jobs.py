@@ -23,6 +23,8 @@ class ProvisioningJob(models.Model):
     `config` holds the InfraConfig (provisioning.infra): the wizard's choices, every resource id
     the steps created and the per-VM lifecycle state. `token` names the job's cloud resources and
     tags them (with `zopday:job`), so a step finds what an earlier attempt made before creating.
+    `vms_refreshed_at` is the claim of the periodic refresh that reads the VMs' state back
+    (services.vms), so two runs never refresh one job at once.
     """
 
     project = models.ForeignKey(
@@ -46,6 +48,12 @@ class ProvisioningJob(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    vms_refreshed_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="When the periodic refresh last read the state of the job's VMs from the cloud.",
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]

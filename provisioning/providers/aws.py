@@ -2,9 +2,12 @@
 
 Every method is idempotent. Resources are tagged with the job's tags plus `zopday:role` (what
 the resource is to the job) and found by those tags, or by their deterministic names, before
-anything is created; created ids go into the InfraConfig and are saved at once, so a step cut
-short half-way resumes where it stopped. SDK exceptions become CloudError with `retryable` set
-for throttling, server errors, and resources that are still settling.
+anything is created; created ids go into the InfraConfig. The lookups are skipped only on a step's
+first attempt (`ctx.first_attempt`): no earlier attempt ran, and the tags carry the job's unique
+token, so there is nothing to find. A step cut short half-way (an error, a worker killed) runs
+again as a later attempt, finds what it made and resumes where it stopped. SDK exceptions become
+CloudError with `retryable` set for throttling, server errors, and resources that are still
+settling.
 """
 
 import base64
@@ -15,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from functools import wraps
+from functools import partial, wraps
 from typing import Any, TypeVar
 
 import boto3
@@ -90,18 +93,21 @@ def client_config() -> Config:
     )
 
 
-def client_for(account: CloudAccount, service: str, region: str) -> Any:
-    """The cached boto3 client of the account for a service in a region (honours the account's
-    endpoint URL and role ARN)."""
-    key = (
+def _account_key(account: CloudAccount) -> tuple[Any, ...]:
+    """What a cached client or answer depends on: a changed account is a new key."""
+    return (
         account.pk,
         account.updated_at,
         account.endpoint_url,
         account.access_key_id,
         account.role_arn,
-        service,
-        region,
     )
+
+
+def client_for(account: CloudAccount, service: str, region: str) -> Any:
+    """The cached boto3 client of the account for a service in a region (honours the account's
+    endpoint URL and role ARN)."""
+    key = (*_account_key(account), service, region)
     with _clients_lock:
         entry = _clients.get(key)
         if entry is not None and entry[1] > time.monotonic():
@@ -120,9 +126,17 @@ def client_for(account: CloudAccount, service: str, region: str) -> Any:
         return client
 
 
+# The available zones of an account's region as the last describe saw them. stepValidate asks
+# for every job; stepCreateNetwork, right after it, plans its subnets from that answer instead of
+# asking again (a miss, e.g. on another worker, asks). Zones of a region change rarely.
+_zones: dict[tuple[Any, ...], tuple[list[str], float]] = {}
+ZONES_SECONDS = 15 * 60
+
+
 def forget_clients() -> None:
     with _clients_lock:
         _clients.clear()
+        _zones.clear()
 
 
 def _credentials(account: CloudAccount, region: str) -> dict[str, str]:
@@ -190,6 +204,16 @@ def _code(error: ClientError) -> str:
     return str(error.response.get("Error", {}).get("Code", ""))
 
 
+def _get_or_none(get: Callable[..., Any], key: str, **kwargs: Any) -> Any:
+    """An IAM get_* answer's `key`, or None when the entity does not exist."""
+    try:
+        return get(**kwargs)[key]
+    except ClientError as error:
+        if _code(error) != "NoSuchEntity":
+            raise
+        return None
+
+
 def _tag_list(tags: dict[str, str]) -> list[dict[str, str]]:
     return [{"Key": key, "Value": value} for key, value in tags.items()]
 
@@ -220,6 +244,13 @@ class AwsProvider:
             filters.append({"Name": "tag:zopday:role", "Values": [role]})
         return filters
 
+    def _existing(self, ctx: StepContext, find: Callable[[], Any]) -> Any:
+        """What an earlier attempt of this step made, or None. On the step's first attempt
+        nothing can exist yet, so the lookup (a describe or get call) is not made."""
+        if ctx.first_attempt:
+            return None
+        return find()
+
     def _record(self, config: InfraConfig, ctx: StepContext, kind: str, value: str) -> str:
         if config.resources.get(kind) != value:
             config.resources[kind] = value
@@ -249,13 +280,7 @@ class AwsProvider:
     def validate(self, config: InfraConfig, ctx: StepContext) -> str:
         ec2 = self.client("ec2")
         self.client("sts").get_caller_identity()
-        zones = [
-            zone["ZoneName"]
-            for zone in ec2.describe_availability_zones()["AvailabilityZones"]
-            if zone.get("State", "available") == "available"
-        ]
-        if not zones:
-            raise CloudError(f"The region {self.region} has no available zones.")
+        zones = self._available_zones(cached=False)
         ctx.log(f"credentials valid; zones: {', '.join(zones)}")
         if config.network_mode == NetworkMode.EXISTING:
             try:
@@ -278,6 +303,23 @@ class AwsProvider:
             ctx.log(f"image {config.image_id} from {DEFAULT_AMI_PARAMETER}")
         return f"Credentials, region {self.region} and image {config.image_id} checked."
 
+    def _available_zones(self, *, cached: bool) -> list[str]:
+        """The region's available zones: asked for, or (`cached`) as last seen in this process
+        within ZONES_SECONDS."""
+        key = (*_account_key(self.account), self.region)
+        entry = _zones.get(key)
+        if cached and entry is not None and entry[1] > time.monotonic():
+            return entry[0]
+        zones = [
+            zone["ZoneName"]
+            for zone in self.client("ec2").describe_availability_zones()["AvailabilityZones"]
+            if zone.get("State", "available") == "available"
+        ]
+        if not zones:
+            raise CloudError(f"The region {self.region} has no available zones.")
+        _zones[key] = (zones, time.monotonic() + ZONES_SECONDS)
+        return zones
+
     # ---- network ----------------------------------------------------------------------------
     def _find_one(self, describe: Callable[..., Any], key: str, **kwargs: Any) -> Any:
         items = describe(**kwargs)[key]
@@ -294,16 +336,20 @@ class AwsProvider:
             return f"Using the existing VPC {config.existing_vpc_id}; it is left untouched."
         ec2 = self.client("ec2")
         config.created_network = True
-        vpc = self._find_one(ec2.describe_vpcs, "Vpcs", Filters=self._filters(ctx, "vpc"))
+        vpc = self._existing(
+            ctx,
+            lambda: self._find_one(ec2.describe_vpcs, "Vpcs", Filters=self._filters(ctx, "vpc")),
+        )
         if vpc is None:
             vpc = ec2.create_vpc(
                 CidrBlock=config.vpc_cidr, TagSpecifications=self._spec(ctx, "vpc", "vpc")
             )["Vpc"]
             ctx.log(f"created VPC {vpc['VpcId']} ({config.vpc_cidr})")
-            ec2.modify_vpc_attribute(VpcId=vpc["VpcId"], EnableDnsHostnames={"Value": True})
         vpc_id = self._record(config, ctx, "vpc", vpc["VpcId"])
+        # Also when the VPC was found: an attempt cut short may have created it and stopped here.
+        ec2.modify_vpc_attribute(VpcId=vpc_id, EnableDnsHostnames={"Value": True})
 
-        zones = [z["ZoneName"] for z in ec2.describe_availability_zones()["AvailabilityZones"]]
+        zones = self._available_zones(cached=True)
         blocks = list(ipaddress.ip_network(config.vpc_cidr).subnets(new_prefix=24))
         plan = [
             ("private_subnet", blocks[0], zones[0]),
@@ -311,8 +357,14 @@ class AwsProvider:
             ("public_subnet_b", blocks[2], zones[1 % len(zones)]),
         ]
         for role, block, zone in plan:
-            subnet = self._find_one(
-                ec2.describe_subnets, "Subnets", Filters=self._filters(ctx, role)
+            subnet = self._existing(
+                ctx,
+                partial(
+                    self._find_one,
+                    ec2.describe_subnets,
+                    "Subnets",
+                    Filters=self._filters(ctx, role),
+                ),
             )
             if subnet is None:
                 subnet = ec2.create_subnet(
@@ -324,8 +376,13 @@ class AwsProvider:
                 ctx.log(f"created {role.replace('_', ' ')} {subnet['SubnetId']} ({block}, {zone})")
             self._record(config, ctx, role, subnet["SubnetId"])
 
-        igw = self._find_one(
-            ec2.describe_internet_gateways, "InternetGateways", Filters=self._filters(ctx, "igw")
+        igw = self._existing(
+            ctx,
+            lambda: self._find_one(
+                ec2.describe_internet_gateways,
+                "InternetGateways",
+                Filters=self._filters(ctx, "igw"),
+            ),
         )
         if igw is None:
             igw = ec2.create_internet_gateway(
@@ -336,8 +393,11 @@ class AwsProvider:
         if not any(a.get("VpcId") == vpc_id for a in igw.get("Attachments", [])):
             ec2.attach_internet_gateway(InternetGatewayId=igw_id, VpcId=vpc_id)
 
-        address = self._find_one(
-            ec2.describe_addresses, "Addresses", Filters=self._filters(ctx, "nat-eip")
+        address = self._existing(
+            ctx,
+            lambda: self._find_one(
+                ec2.describe_addresses, "Addresses", Filters=self._filters(ctx, "nat-eip")
+            ),
         )
         if address is None:
             address = ec2.allocate_address(
@@ -346,13 +406,16 @@ class AwsProvider:
             ctx.log(f"allocated Elastic IP {address['AllocationId']} for the NAT gateway")
         allocation_id = self._record(config, ctx, "nat_eip", address["AllocationId"])
 
-        nat = self._find_one(
-            ec2.describe_nat_gateways,
-            "NatGateways",
-            Filter=[
-                *self._filters(ctx, "nat"),
-                {"Name": "state", "Values": ["pending", "available"]},
-            ],
+        nat = self._existing(
+            ctx,
+            lambda: self._find_one(
+                ec2.describe_nat_gateways,
+                "NatGateways",
+                Filter=[
+                    *self._filters(ctx, "nat"),
+                    {"Name": "state", "Values": ["pending", "available"]},
+                ],
+            ),
         )
         if nat is None:
             nat = ec2.create_nat_gateway(
@@ -379,8 +442,14 @@ class AwsProvider:
             ("private_routes", {"NatGatewayId": nat_id}, ["private_subnet"]),
         ]
         for role, target, subnets in routes:
-            table = self._find_one(
-                ec2.describe_route_tables, "RouteTables", Filters=self._filters(ctx, role)
+            table = self._existing(
+                ctx,
+                partial(
+                    self._find_one,
+                    ec2.describe_route_tables,
+                    "RouteTables",
+                    Filters=self._filters(ctx, role),
+                ),
             )
             if table is None:
                 table = ec2.create_route_table(
@@ -408,11 +477,8 @@ class AwsProvider:
         instance profile."""
         iam = self.client("iam")
         name = ctx.resource_name("vm")
-        try:
-            iam.get_role(RoleName=name)
-        except ClientError as error:
-            if _code(error) != "NoSuchEntity":
-                raise
+        role = self._existing(ctx, lambda: _get_or_none(iam.get_role, "Role", RoleName=name))
+        if role is None:
             iam.create_role(
                 RoleName=name,
                 AssumeRolePolicyDocument=ASSUME_EC2,
@@ -421,15 +487,22 @@ class AwsProvider:
             )
             ctx.log(f"created IAM role {name}")
         self._record(config, ctx, "iam_role", name)
-        attached = iam.list_attached_role_policies(RoleName=name)["AttachedPolicies"]
+        attached = (
+            self._existing(
+                ctx, lambda: iam.list_attached_role_policies(RoleName=name)["AttachedPolicies"]
+            )
+            or []
+        )
         if not any(p["PolicyArn"] == SSM_POLICY_ARN for p in attached):
             iam.attach_role_policy(RoleName=name, PolicyArn=SSM_POLICY_ARN)
             ctx.log("attached AmazonSSMManagedInstanceCore")
-        try:
-            profile = iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"]
-        except ClientError as error:
-            if _code(error) != "NoSuchEntity":
-                raise
+        profile = self._existing(
+            ctx,
+            lambda: _get_or_none(
+                iam.get_instance_profile, "InstanceProfile", InstanceProfileName=name
+            ),
+        )
+        if profile is None:
             profile = iam.create_instance_profile(
                 InstanceProfileName=name, Tags=_tag_list(self._tags(ctx, "instance-profile"))
             )["InstanceProfile"]
@@ -452,7 +525,7 @@ class AwsProvider:
         """The VMs' security group (no ingress at all: no port 22), then a launch template with
         the user data, the instance profile, no key pair and no public IP."""
         ec2 = self.client("ec2")
-        group = self._security_group(ctx, "vm-sg")
+        group = self._existing(ctx, lambda: self._security_group(ctx, "vm-sg"))
         if group is None:
             group_id = ec2.create_security_group(
                 GroupName=ctx.resource_name("vm"),
@@ -465,10 +538,13 @@ class AwsProvider:
             group_id = group["GroupId"]
         self._record(config, ctx, "security_group", group_id)
 
-        template = self._find_one(
-            ec2.describe_launch_templates,
-            "LaunchTemplates",
-            Filters=self._filters(ctx, "launch-template"),
+        template = self._existing(
+            ctx,
+            lambda: self._find_one(
+                ec2.describe_launch_templates,
+                "LaunchTemplates",
+                Filters=self._filters(ctx, "launch-template"),
+            ),
         )
         if template is None:
             interface: dict[str, Any] = {
@@ -544,7 +620,7 @@ class AwsProvider:
         private subnet; its instances carry the job's tags."""
         template = {"LaunchTemplateId": config.resources["launch_template"], "Version": "$Latest"}
         if config.pool_mode == PoolMode.FIXED:
-            existing = self._live_instances(ctx)
+            existing = self._existing(ctx, lambda: self._live_instances(ctx)) or []
             missing = config.instance_count - len(existing)
             if missing > 0:
                 launched = self.client("ec2").run_instances(
@@ -571,8 +647,13 @@ class AwsProvider:
         else:
             autoscaling = self.client("autoscaling")
             group_name = ctx.resource_name("asg")
-            groups = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[group_name])
-            if not groups["AutoScalingGroups"]:
+            groups = self._existing(
+                ctx,
+                lambda: autoscaling.describe_auto_scaling_groups(
+                    AutoScalingGroupNames=[group_name]
+                )["AutoScalingGroups"],
+            )
+            if not groups:
                 autoscaling.create_auto_scaling_group(
                     AutoScalingGroupName=group_name,
                     LaunchTemplate=template,
@@ -705,7 +786,7 @@ class AwsProvider:
         """The ALB's security group (HTTP from anywhere), the one inbound rule of the VMs
         (from that group on the service port), and the internet-facing ALB."""
         ec2 = self.client("ec2")
-        group = self._security_group(ctx, "lb-sg")
+        group = self._existing(ctx, lambda: self._security_group(ctx, "lb-sg"))
         if group is None:
             lb_group_id = ec2.create_security_group(
                 GroupName=ctx.resource_name("lb"),
@@ -735,7 +816,7 @@ class AwsProvider:
                 "UserIdGroupPairs": [{"GroupId": lb_group_id, "Description": "from the ALB"}],
             },
         )
-        lb = self._load_balancer(ctx)
+        lb = self._existing(ctx, lambda: self._load_balancer(ctx))
         if lb is None:
             lb = self.client("elbv2").create_load_balancer(
                 Name=ctx.resource_name("lb"),
@@ -765,7 +846,7 @@ class AwsProvider:
     def create_target_group(self, config: InfraConfig, ctx: StepContext) -> str:
         """The target group with the health check, and the VMs (or the ASG) registered in it."""
         elbv2 = self.client("elbv2")
-        group = self._target_group(ctx)
+        group = self._existing(ctx, lambda: self._target_group(ctx))
         if group is None:
             group = elbv2.create_target_group(
                 Name=ctx.resource_name("tg"),
@@ -797,7 +878,12 @@ class AwsProvider:
     def create_listener(self, config: InfraConfig, ctx: StepContext) -> str:
         elbv2 = self.client("elbv2")
         lb_arn = config.resources["load_balancer"]
-        listeners = elbv2.describe_listeners(LoadBalancerArn=lb_arn)["Listeners"]
+        listeners = (
+            self._existing(
+                ctx, lambda: elbv2.describe_listeners(LoadBalancerArn=lb_arn)["Listeners"]
+            )
+            or []
+        )
         listener = next((item for item in listeners if item["Port"] == LISTENER_PORT), None)
         if listener is None:
             listener = elbv2.create_listener(
@@ -814,27 +900,39 @@ class AwsProvider:
         return f"Listener HTTP :{LISTENER_PORT} → target group."
 
     def _hosted_zone(self, config: InfraConfig, ctx: StepContext, create: bool) -> str | None:
+        """The zone the DNS name goes in. It is looked up on every attempt: it may be the user's
+        own. One that carries the job's caller reference is the job's, even if an attempt cut
+        short never tagged or recorded it; it is tagged and recorded now, so teardown deletes it."""
         route53 = self.client("route53")
         zone_name = config.dns_name.split(".", 1)[1].rstrip(".") + "."
+        reference = f"zopday-{ctx.token}-zone"
         found = route53.list_hosted_zones_by_name(DNSName=zone_name, MaxItems="1")["HostedZones"]
         if found and found[0]["Name"] == zone_name:
-            return str(found[0]["Id"]).split("/")[-1]
+            zone_id = str(found[0]["Id"]).split("/")[-1]
+            if found[0].get("CallerReference") == reference:
+                if create:
+                    self._tag_zone(ctx, zone_id)
+                config.resources["hosted_zone_created"] = zone_id
+            return zone_id
         if not create:
             return None
         zone = route53.create_hosted_zone(
             Name=zone_name,
-            CallerReference=f"zopday-{ctx.token}-zone",
+            CallerReference=reference,
             HostedZoneConfig={"Comment": f"ZopDay {ctx.name}", "PrivateZone": False},
         )["HostedZone"]
         zone_id = str(zone["Id"]).split("/")[-1]
-        route53.change_tags_for_resource(
+        self._tag_zone(ctx, zone_id)
+        config.resources["hosted_zone_created"] = zone_id
+        ctx.log(f"created hosted zone {zone_name}")
+        return zone_id
+
+    def _tag_zone(self, ctx: StepContext, zone_id: str) -> None:
+        self.client("route53").change_tags_for_resource(
             ResourceType="hostedzone",
             ResourceId=zone_id,
             AddTags=_tag_list(self._tags(ctx, "hosted-zone")),
         )
-        config.resources["hosted_zone_created"] = zone_id
-        ctx.log(f"created hosted zone {zone_name}")
-        return zone_id
 
     def _alias_change(self, config: InfraConfig, action: str) -> dict[str, Any]:
         return {

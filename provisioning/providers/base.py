@@ -26,7 +26,12 @@ class CloudError(Exception):
 @dataclass
 class StepContext:
     """What a provider method needs besides the config: the job's names and tags, a log, and a
-    heartbeat to call while waiting (it renews the step's lease)."""
+    heartbeat to call while waiting (it renews the step's lease).
+
+    `first_attempt` is True only when the runner knows no earlier attempt of this step ever ran
+    (its claim took the attempt count from 0 to 1): nothing tagged with the job's token can exist
+    for the step yet, so the provider may create without looking up first. Any later attempt (a
+    retry, or a re-run after a worker died mid-step) leaves it False and every lookup runs."""
 
     job_id: int
     token: str
@@ -35,6 +40,7 @@ class StepContext:
     log: Callable[[str], None] = field(default=lambda line: None)
     heartbeat: Callable[[], None] = field(default=lambda: None)
     save: Callable[[], None] = field(default=lambda: None)
+    first_attempt: bool = False
 
     def resource_name(self, suffix: str) -> str:
         """A deterministic cloud-side name: zopday-<name>-<token>-<suffix>."""

@@ -36,7 +36,9 @@ def space_register(*, job: ProvisioningJob, config: InfraConfig, vms: list[dict[
                     },
                 )
             instance.power_state = PowerState.RUNNING if running else PowerState.STOPPED
-            instance.power_message = f"{vm.instance_id} · {vm.private_ip} · job {job.pk}"[:300]
+            # The page shows the EC2 id, address and job from the aws backend's facts; the
+            # power message is for what went wrong.
+            instance.power_message = ""
             instance.state_changed_at = timezone.now()
             instance.save(update_fields=["power_state", "power_message", "state_changed_at"])
             vm.console_instance_id = instance.pk

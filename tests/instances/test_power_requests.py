@@ -5,7 +5,7 @@ import pytest
 from instances.actions import instance_allowed_actions
 from instances.choices import Outcome, PowerState, Role, RunStrategy
 from instances.errors import ActionRefused
-from instances.models import AuditEvent
+from instances.models import AuditEvent, Instance
 from instances.services import power
 from instances.services.instances import instance_create, instance_delete, instance_set_run_strategy
 from tests.factories import instance_request
@@ -137,9 +137,30 @@ def test_deleting_frees_addresses_and_keeps_secondary_disks(project, owner, oper
     assert list(Disk.objects.values_list("name", "instance")) == [("web-1-disk1", None)]
 
 
-def test_power_buttons_of_cloud_instances_say_they_are_not_available_yet(instance, operator):
-    instance.backend = "aws"
+def test_power_buttons_of_backends_the_console_lacks_say_they_are_not_available_yet(
+    instance, operator
+):
+    instance.backend = "kubevirt"
     actions = instance_allowed_actions(instance, Role.OPERATOR)
-    assert actions["start"].reason == "Power operations on aws instances are not available yet."
+    assert actions["start"].reason == (
+        "Power operations on kubevirt instances are not available yet."
+    )
     with pytest.raises(ActionRefused, match="not available yet"):
         power.instance_start(instance=instance, actor=operator)
+
+
+def test_aws_instances_power_on_through_the_shared_queue_not_a_host_queue(
+    instance, operator, settings, django_capture_on_commit_callbacks
+):
+    from instances.services.queueing import host_queue
+
+    assert host_queue(instance) == f"host.{instance.host}"
+    Instance.objects.filter(pk=instance.pk).update(backend="aws", host="aws:us-east-1")
+    instance.refresh_from_db()
+    assert host_queue(instance) == settings.ZOPDAY_CLOUD_QUEUE == "celery"
+    assert instance_allowed_actions(instance, Role.OPERATOR)["start"]
+    with django_capture_on_commit_callbacks() as callbacks:
+        power.instance_start(instance=instance, actor=operator)
+    assert len(callbacks) == 1
+    instance.refresh_from_db()
+    assert instance.power_state == PowerState.STARTING

@@ -1,22 +1,12 @@
 import pytest
 from django.test import Client
 
-from instances.services.tokens import api_token_create
 from provisioning.choices import JobStatus
 from provisioning.pipeline import job_run_inline
 from tests.instances.api.helpers import Api
 from tests.provisioning.moto import raw_client
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def api_for(request):
-    def make(role: str) -> Api:
-        _, plaintext = api_token_create(user=request.getfixturevalue(role), name="tests")
-        return Api(Client(), {"Authorization": f"Bearer {plaintext}"})
-
-    return make
 
 
 def body(account, **fields):

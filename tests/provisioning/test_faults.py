@@ -1,13 +1,16 @@
 """Faults injected at the SDK boundary with botocore's event system: a handler registered on
 the provider's real client raises the ClientError AWS would send, before the request leaves."""
 
+from datetime import timedelta
+
 import pytest
 from botocore.exceptions import ClientError
+from django.utils import timezone
 
 from provisioning.choices import JobStatus, StepStatus
 from provisioning.models import JobStep
 from provisioning.pipeline import job_run_inline
-from provisioning.providers import provider_for
+from provisioning.providers.aws import client_for
 from provisioning.services.jobs import job_retry, job_teardown
 from tests.provisioning.moto import raw_client, tagged_resources
 
@@ -58,7 +61,7 @@ class Fault:
 
 def inject(job, step, fault):
     service, operation = STEP_CALLS[step]
-    client = provider_for(job.account, job.region).client(service)
+    client = client_for(job.account, service, job.region)
     client.meta.events.register(
         f"before-call.{client.meta.service_model.service_id.hyphenize()}.{operation}", fault
     )
@@ -69,6 +72,69 @@ def inject(job, step, fault):
 
 def lb_job(make_job):
     return make_job(instance_count=2, load_balancer=True, dns_name="app.example.com")
+
+
+class WorkerKilled(BaseException):
+    """Stands in for SIGKILL: nothing in the runner catches it, so the step stays running under
+    its lease, and what the step had not written yet is lost."""
+
+
+# Where the worker dies: right after the cloud answered a create call of the step, before the
+# step recorded anything about it, with the step's later resources not made yet.
+KILLED_AFTER = [
+    ("stepCreateNetwork", "ec2", "CreateVpc"),
+    ("stepCreateNetwork", "ec2", "CreateRouteTable"),
+    ("stepCreateIAM", "iam", "CreateRole"),
+    ("stepCreateLaunchTemplate", "ec2", "CreateSecurityGroup"),
+    ("stepCreateVMs", "ec2", "RunInstances"),
+    ("stepCreateLoadBalancer", "elbv2", "CreateLoadBalancer"),
+    ("stepCreateTargetGroup", "elbv2", "CreateTargetGroup"),
+    ("stepCreateListener", "elbv2", "CreateListener"),
+    ("stepCreateDNSRecord", "route53", "CreateHostedZone"),
+]
+
+
+@pytest.mark.parametrize(
+    ("step", "service", "operation"), KILLED_AFTER, ids=[f"{s}-{o}" for s, _, o in KILLED_AFTER]
+)
+def test_a_step_run_again_after_its_worker_died_mid_step_finds_what_it_made_by_tag(
+    aws, make_job, owner, step, service, operation
+):
+    job = lb_job(make_job)
+    client = client_for(job.account, service, job.region)
+    event = f"after-call.{client.meta.service_model.service_id.hyphenize()}.{operation}"
+    kills: list[str] = []
+
+    def kill(**kwargs):
+        if not kills:
+            kills.append(operation)
+            raise WorkerKilled
+
+    client.meta.events.register(event, kill)
+    try:
+        with pytest.raises(WorkerKilled):
+            job_run_inline(job.pk)
+    finally:
+        client.meta.events.unregister(event, kill)
+    died = job.steps.get(name=step)
+    assert (died.status, died.attempts) == (StepStatus.RUNNING, 1)  # it ran once, without lookups
+    JobStep.objects.filter(pk=died.pk).update(lease_until=timezone.now() - timedelta(seconds=1))
+
+    job = job_run_inline(job.pk)  # another worker takes the lapsed step over: attempt 2
+    assert job.status == JobStatus.READY, job.message
+    assert job.steps.get(name=step).attempts == 2
+    assert tagged_resources(aws, job.token) == CLEAN_RUN
+    ec2 = raw_client(aws, "ec2")
+    vpc = job.config["resources"]["vpc"]
+    hostnames = ec2.describe_vpc_attribute(VpcId=vpc, Attribute="enableDnsHostnames")
+    assert hostnames["EnableDnsHostnames"]["Value"] is True
+
+    job_teardown(job=job, actor=owner)
+    job = job_run_inline(job.pk)
+    assert job.status == JobStatus.DELETED, job.message
+    assert tagged_resources(aws, job.token) == {}
+    zones = raw_client(aws, "route53").list_hosted_zones_by_name(DNSName="example.com.")
+    assert not [z for z in zones["HostedZones"] if z["Name"] == "example.com."]
 
 
 @pytest.mark.parametrize("step", list(STEP_CALLS))

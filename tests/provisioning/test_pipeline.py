@@ -3,9 +3,13 @@ import base64
 import pytest
 
 from instances.models import Instance
+from provisioning import pipeline
 from provisioning.choices import JobStatus, StepStatus
 from provisioning.infra import InfraConfig
-from provisioning.pipeline import job_run_inline
+from provisioning.models import JobStep
+from provisioning.pipeline import FLUSH_SECONDS, _claim, _StepWriter, job_advance, job_run_inline
+from provisioning.providers.aws import client_for
+from provisioning.services.jobs import job_cancel
 from tests.provisioning.moto import raw_client, tagged_resources
 
 pytestmark = pytest.mark.django_db
@@ -113,3 +117,108 @@ def test_vms_have_no_ssh_key_no_port_22_and_no_public_ip(aws, make_job, pool):
     vm_group = next(g for g in groups if "vm" in g["GroupName"])
     [rule] = vm_group["IpPermissions"]
     assert rule["FromPort"] == 80 and rule["UserIdGroupPairs"] and not rule["IpRanges"]
+
+
+# What a clean Fixed + LB job reads from the cloud: its checks, never a lookup before a create.
+CHECKS = [
+    "GetCallerIdentity", "DescribeAvailabilityZones", "GetParameter",  # stepValidate
+    "DescribeInstances", "GetCommandInvocation",  # the readiness check of stepCreateVMs
+    "ListHostedZonesByName",  # the DNS name's zone may be the user's own
+    "DescribeInstances", "DescribeInstances",  # stepRegisterSpace, stepFinalize
+]  # fmt: skip
+SERVICES = ["ec2", "iam", "ssm", "sts", "elbv2", "route53", "autoscaling"]
+
+
+def test_a_first_attempt_creates_without_looking_anything_up(aws, make_job):
+    job = make_job(load_balancer=True, dns_name="app.example.com")
+    calls: list[str] = []
+
+    def record(model, **kwargs):
+        calls.append(model.name)
+
+    for service in SERVICES:
+        client_for(job.account, service, job.region).meta.events.register("before-call", record)
+    job = job_run_inline(job.pk)
+    assert job.status == JobStatus.READY, job.message
+    assert set(job.steps.values_list("attempts", flat=True)) == {1}
+    reads = [name for name in calls if name.startswith(("Describe", "Get", "List"))]
+    assert reads == CHECKS
+    assert tagged_resources(aws, job.token) == {
+        **NETWORK, "security_groups": 2, "launch_templates": 1, "instances": 1, "iam_roles": 1,
+        "instance_profiles": 1, "load_balancers": 1, "target_groups": 1, "listeners": 1,
+        "hosted_zones": 1,
+    }  # fmt: skip
+
+
+def test_a_step_is_claimed_only_at_the_attempt_count_it_was_read_with(aws, make_job):
+    job = make_job()
+    first_reader, late_reader = (job.steps.get(position=1) for _ in range(2))
+    assert _claim(first_reader) and first_reader.attempts == 1
+    JobStep.objects.filter(pk=first_reader.pk).update(status=StepStatus.PENDING)  # retried
+    assert not _claim(late_reader)  # it read attempts = 0: it would take the rerun for a first try
+    again = job.steps.get(position=1)
+    assert _claim(again) and again.attempts == 2
+    assert job.steps.get(position=1).attempts == 2
+
+
+def test_a_step_writes_its_log_and_config_at_its_end_not_per_line(
+    aws, make_job, django_assert_max_num_queries, monkeypatch
+):
+    monkeypatch.setattr(pipeline, "FLUSH_SECONDS", 60)  # however slow the machine
+    job = make_job()
+    assert job_advance(job.pk)  # stepValidate
+    # stepCreateNetwork creates 12 resources and logs them: read the job and its next steps,
+    # claim, then the config and the step's log with its outcome.
+    with django_assert_max_num_queries(5):
+        assert job_advance(job.pk)
+    step = job.steps.get(name="stepCreateNetwork")
+    assert step.status == StepStatus.SUCCEEDED
+    assert len(step.log) >= 9
+    job.refresh_from_db()
+    assert set(InfraConfig.from_json(job.config).resources) >= {"vpc", "nat_gateway"}
+
+
+def test_a_waiting_step_shows_its_pending_lines_at_the_next_heartbeat(aws, make_job):
+    job = make_job()
+    step = job.steps.get(position=1)
+    writer = _StepWriter(job, step, InfraConfig.from_json(job.config))
+    writer.log("launched i-1")
+    step.refresh_from_db()
+    assert step.log == []  # less than FLUSH_SECONDS into the step
+    writer.last_flush -= FLUSH_SECONDS
+    writer.heartbeat()
+    step.refresh_from_db()
+    assert [entry["line"] for entry in step.log] == ["launched i-1"]
+
+
+def test_a_job_cancelled_while_a_step_runs_stops_after_that_step(aws, make_job, owner):
+    job = make_job()
+    iam = client_for(job.account, "iam", job.region)
+
+    def cancel(**kwargs):
+        job_cancel(job=job, actor=owner)
+
+    iam.meta.events.register("before-call.iam.CreateRole", cancel)
+    job = job_run_inline(job.pk)
+    assert job.status == JobStatus.CANCELLED
+    assert steps_of(job) == [
+        ("stepValidate", StepStatus.SUCCEEDED), ("stepCreateNetwork", StepStatus.SUCCEEDED),
+        ("stepCreateIAM", StepStatus.SUCCEEDED),
+        *[(name, StepStatus.CANCELLED) for name in SEVEN[3:]],
+    ]  # fmt: skip
+    assert "launch_templates" not in tagged_resources(aws, job.token)
+
+
+def test_a_worker_runs_steps_back_to_back_until_its_time_slice_is_used(aws, make_job):
+    job = make_job()
+    # A slice used up by the first step: one step ran, the rest is left for another message.
+    assert pipeline.job_advance_for(job.pk, seconds=0)
+    assert list(job.steps.values_list("status", flat=True).order_by("position")[:2]) == [
+        StepStatus.SUCCEEDED,
+        StepStatus.PENDING,
+    ]
+    # A slice long enough for the rest: nothing is left to queue and the job is ready.
+    assert not pipeline.job_advance_for(job.pk, seconds=60)
+    job.refresh_from_db()
+    assert job.status == JobStatus.READY
+    assert not job.steps.exclude(status=StepStatus.SUCCEEDED).exists()

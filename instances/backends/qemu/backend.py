@@ -35,6 +35,7 @@ from instances.backends.base import (
     DiskSpec,
     ExitKind,
     GuestFacts,
+    MachineFact,
     MachineSpec,
     MachineStatus,
     Power,
@@ -178,10 +179,17 @@ class QemuBackend:
         """Press the ACPI power button; the guest decides. The stop reads REQUESTED afterwards."""
         run = self._run_folder(machine_id)
         with run.lock():
-            if self._settle(run).power is Power.STOPPED:
+            if not self._qemu_alive(run):
+                self._settle(run)  # finish the run that ended
                 return
+            # One exchange: the status and the press (a no-op for a guest that is off already)
             run.mark_stop_requested()
-            self._monitor(run).execute("system_powerdown")
+            status, _ = self._monitor(run).execute_all(
+                [("query-status", None), ("system_powerdown", None)]
+            )
+            if status["status"] in STOPPED_STATES:  # it was off before we pressed
+                run.clear_stop_requested()
+                self._settle(run)
 
     def wait_powered_off(self, machine_id: str, timeout: float) -> bool:
         """Waits on the watch monitor for QEMU's SHUTDOWN (or a crash) event, not by polling."""
@@ -234,6 +242,9 @@ class QemuBackend:
         if not run.exists():
             return MachineStatus(Power.STOPPED)
         return self._settle(run)
+
+    def machine_facts(self, machine_id: str) -> list[MachineFact]:
+        return []  # the Instance row and its tabs say it all
 
     def running_machines(self) -> list[str]:
         return sorted(

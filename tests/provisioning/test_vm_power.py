@@ -1,0 +1,198 @@
+"""Power operations on provisioned VMs through a real Celery worker: the services and the API
+claim the transition, the worker calls EC2 (moto over HTTP), and the instance, the EC2 state and
+the job's per-VM lifecycle state follow."""
+
+import os
+import time
+
+import pytest
+
+from instances.choices import PowerState
+from instances.models import AuditEvent, Instance
+from instances.services import power
+from provisioning.choices import JobStatus
+from provisioning.infra import InfraConfig
+from provisioning.models import CloudAccount, ProvisioningJob
+from provisioning.services.jobs import job_create
+from tests.provisioning.moto import raw_client
+from tests.provisioning.proxy import SlowProxy
+from tests.services import start_celery_worker_on, stop
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+# One queue of this module's own for the pipeline and for cloud power operations, so that no
+# other worker of the session takes them.
+QUEUE = f"aws-power-test-{os.getpid()}"
+WORKER_ENV = {
+    "ZOPDAY_PROVISIONING_QUEUE": QUEUE,
+    "ZOPDAY_CLOUD_QUEUE": QUEUE,
+    "ZOPDAY_PROVISIONING_RETRY_BASE_SECONDS": "0.05",
+    "ZOPDAY_PROVISIONING_POLL_SECONDS": "0.1",
+    "ZOPDAY_PROVISIONING_READY_TIMEOUT": "30",
+}
+
+
+@pytest.fixture(scope="module")
+def worker(django_db_setup, tmp_path_factory):
+    process = start_celery_worker_on(
+        tmp_path_factory.mktemp("aws-power") / "worker.log", QUEUE, WORKER_ENV
+    )
+    yield process
+    stop(process)
+
+
+@pytest.fixture(autouse=True)
+def queues(settings):
+    settings.ZOPDAY_PROVISIONING_QUEUE = QUEUE
+    settings.ZOPDAY_CLOUD_QUEUE = QUEUE
+
+
+def wait_for(predicate, what, seconds=60):
+    deadline = time.monotonic() + seconds
+    while not (result := predicate()):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+    return result
+
+
+@pytest.fixture
+def landed(worker, aws, project, account, owner):
+    """A Fixed job of two VMs, run to ready by the worker."""
+    job = job_create(
+        project=project, account=account, actor=owner, name="web",
+        config=InfraConfig(instance_count=2),
+    )  # fmt: skip
+    wait_for(
+        lambda: ProvisioningJob.objects.get(pk=job.pk).status not in (JobStatus.PENDING, JobStatus.PROVISIONING),
+        "the job to land",
+    )  # fmt: skip
+    job.refresh_from_db()
+    assert job.status == JobStatus.READY, job.message
+    return job
+
+
+def instances_of(job):
+    return list(Instance.objects.filter(project=job.project, backend="aws").order_by("name"))
+
+
+def settled(instance, state):
+    def reached():
+        instance.refresh_from_db()
+        return instance.power_state == state
+
+    wait_for(reached, f"{instance.name} to be {state}")
+    return instance
+
+
+def ec2_state(aws, instance_id):
+    ec2 = raw_client(aws, "ec2")
+    [reservation] = ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
+    return reservation["Instances"][0]["State"]["Name"]
+
+
+def vm_state(job, instance_id):
+    job.refresh_from_db()
+    return {vm.instance_id: vm.state for vm in InfraConfig.from_json(job.config).vms}[instance_id]
+
+
+def test_the_services_stop_start_reboot_and_force_stop_a_vm_through_ec2(aws, landed, operator):
+    first, second = instances_of(landed)
+    first_id, second_id = (vm.instance_id for vm in InfraConfig.from_json(landed.config).vms)
+    assert first.power_state == PowerState.RUNNING
+
+    power.instance_shutdown(instance=first, actor=operator)
+    settled(first, PowerState.STOPPED)
+    assert (ec2_state(aws, first_id), vm_state(landed, first_id)) == ("stopped", "stopped")
+    assert (ec2_state(aws, second_id), vm_state(landed, second_id)) == ("running", "ready")
+    second.refresh_from_db()
+    assert second.power_state == PowerState.RUNNING
+
+    power.instance_start(instance=first, actor=operator)
+    settled(first, PowerState.RUNNING)
+    assert (ec2_state(aws, first_id), vm_state(landed, first_id)) == ("running", "ready")
+
+    # EC2's state does not show a reboot: a proxy in front of moto sees the call.
+    proxy = SlowProxy(aws, hold=b"Action=RebootInstances", seconds=0)
+    CloudAccount.objects.filter(pk=landed.account_id).update(endpoint_url=proxy.url)
+    try:
+        power.instance_restart(instance=first, actor=operator)
+        assert first.power_state == PowerState.RESTARTING
+        settled(first, PowerState.RUNNING)
+    finally:
+        CloudAccount.objects.filter(pk=landed.account_id).update(endpoint_url=aws)
+        proxy.close()
+    assert proxy.forwarded.is_set(), "RebootInstances never reached EC2"
+    assert (first.power_message, ec2_state(aws, first_id)) == ("", "running")
+
+    power.instance_force_stop(instance=first, actor=operator)
+    settled(first, PowerState.STOPPED)
+    assert (ec2_state(aws, first_id), vm_state(landed, first_id)) == ("stopped", "stopped")
+    assert first.power_message == ""
+    actions = AuditEvent.objects.filter(
+        target_type="instance", target_id=str(first.pk)
+    ).values_list("action", "outcome")
+    assert list(actions.order_by("pk")) == [
+        ("instance.shutdown", "success"), ("instance.start", "success"),
+        ("instance.restart", "success"), ("instance.force_stop", "success"),
+    ]  # fmt: skip
+
+
+def test_the_api_powers_vms_for_operators_only(aws, landed, api_for, client_for):
+    first, _ = instances_of(landed)
+    first_id = InfraConfig.from_json(landed.config).vms[0].instance_id
+    base = f"/projects/alpha/instances/{first.pk}"
+    operator = api_for("operator")
+
+    viewer = api_for("viewer").post(f"{base}/shutdown")
+    assert viewer.status_code == 403
+    assert api_for("outsider").post(f"{base}/shutdown").status_code == 404
+    assert ec2_state(aws, first_id) == "running"
+
+    response = operator.post(f"{base}/shutdown")
+    assert (response.status_code, response.json()["power_state"]) == (202, "stopping")
+    settled(first, PowerState.STOPPED)
+    assert ec2_state(aws, first_id) == "stopped"
+    page = client_for("viewer").get(f"{base}/").content.decode()
+    assert 'Lifecycle state: <span class="mono">Stopped</span>' in page
+
+    assert api_for("viewer").post(f"{base}/start").status_code == 403
+    response = operator.post(f"{base}/start")
+    assert (response.status_code, response.json()["power_state"]) == (202, "starting")
+    settled(first, PowerState.RUNNING)
+    assert (ec2_state(aws, first_id), vm_state(landed, first_id)) == ("running", "ready")
+
+    assert operator.post(f"{base}/restart").status_code == 202
+    settled(first, PowerState.RUNNING)
+    assert operator.post(f"{base}/force-stop").status_code == 202
+    settled(first, PowerState.STOPPED)
+    assert ec2_state(aws, first_id) == "stopped"
+    assert operator.get(base).json()["power_state"] == "stopped"
+
+
+def test_a_vm_terminated_outside_the_console_ends_in_a_clear_message(
+    aws, landed, api_for, client_for
+):
+    first, _ = instances_of(landed)
+    first_id = InfraConfig.from_json(landed.config).vms[0].instance_id
+    raw_client(aws, "ec2").terminate_instances(InstanceIds=[first_id])
+    base = f"/projects/alpha/instances/{first.pk}"
+
+    assert api_for("operator").post(f"{base}/shutdown").status_code == 202
+    settled(first, PowerState.FAILED)
+    assert first.power_message.startswith(f"EC2 instance {first_id} is terminated")
+    assert "terminated outside the console and cannot run again" in first.power_message
+    assert vm_state(landed, first_id) == "terminated"
+    assert ec2_state(aws, first_id) == "terminated"  # a stop never brings it back
+    page = client_for("operator").get(f"{base}/")
+    assert page.status_code == 200
+    assert "terminated outside the console" in page.content.decode()
+
+    response = api_for("operator").post(f"{base}/start")
+    assert response.status_code == 202
+    settled(first, PowerState.FAILED)
+    assert "cannot run again" in first.power_message
+    assert ec2_state(aws, first_id) == "terminated"
+    failure = AuditEvent.objects.filter(
+        target_type="instance", target_id=str(first.pk), outcome="failure"
+    ).first()
+    assert failure is not None and "terminated outside the console" in failure.message
