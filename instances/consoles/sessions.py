@@ -12,6 +12,7 @@ from django.conf import settings
 from django.contrib.auth import get_user
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import close_old_connections
+from django.db.models import Q
 from django.utils import timezone
 
 from instances import actions
@@ -128,3 +129,16 @@ def console_session_end(
         bytes_from_guest=bytes_from_guest,
         close_reason=reason[:200],
     )
+
+
+ORPHANED = "The console proxy stopped before the session ended."
+
+
+def console_sessions_close_orphaned(*, host: str) -> int:
+    """Close the sessions a previous console proxy of this host left open (it was killed, or the
+    machine went down): a proxy serves the consoles of its host's instances, so when it starts,
+    none of them can still be open. Sessions of deleted instances go too. How many were closed."""
+    open_sessions = ConsoleSession.objects.filter(ended_at=None).filter(
+        Q(instance__host=host) | Q(instance=None)
+    )
+    return open_sessions.update(ended_at=timezone.now(), close_reason=ORPHANED)

@@ -1,7 +1,8 @@
 """The console proxy process: a standalone websockets server beside the web server.
 
 It bridges browser consoles (serial, VNC, exec) to the instances' console sockets; see
-instances/consoles/proxy.py. `GET /healthz` answers "ok" for supervisors.
+instances/consoles/proxy.py. `GET /healthz` answers "ok" for supervisors. Run one per hypervisor
+host: on start it closes the session records a killed predecessor left open.
 """
 
 import asyncio
@@ -11,6 +12,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
 from instances.consoles.proxy import ConsoleProxy, run_forever
+from instances.consoles.sessions import console_sessions_close_orphaned
 
 
 async def _serve(host: str, port: int) -> None:
@@ -35,5 +37,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: object, host: str, port: int, **options: object) -> None:
         origins = ", ".join(settings.CONSOLEPROXY_ALLOWED_ORIGINS) or "none"
+        if closed := console_sessions_close_orphaned(host=settings.ZOPDAY_HOST):
+            self.stdout.write(f"Closed {closed} console session(s) left open by a previous proxy.")
         self.stdout.write(f"Console proxy listening on ws://{host}:{port}/ (origins: {origins})")
         asyncio.run(_serve(host, port))
