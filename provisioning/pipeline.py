@@ -260,6 +260,7 @@ def _run_step(job: ProvisioningJob, step: JobStep) -> bool:
     writer = _StepWriter(job, step, config)
     ctx = StepContext(
         job_id=job.pk,
+        step_id=step.pk,
         token=job.token,
         name=job.name,
         tags=job_tags(job),

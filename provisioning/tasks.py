@@ -7,7 +7,13 @@ from provisioning import pipeline
 from provisioning.services import vms
 
 
-@shared_task(name="provisioning.advance", acks_late=True, ignore_result=True)
+@shared_task(
+    name="provisioning.advance",
+    acks_late=True,
+    ignore_result=True,
+    time_limit=settings.ZOPDAY_PROVISIONING_TASK_TIME_LIMIT,
+    soft_time_limit=settings.ZOPDAY_PROVISIONING_TASK_TIME_LIMIT - 60,
+)
 def advance(job_id: int) -> None:
     """Run the job's next steps for a time slice; queue the rest. Nobody reads its result (the
     job's rows are the record), so none is stored."""

@@ -288,6 +288,11 @@ ZOPDAY_PROVISIONING_POLL_SECONDS = float(env("ZOPDAY_PROVISIONING_POLL_SECONDS",
 ZOPDAY_PROVISIONING_QUEUE = env("ZOPDAY_PROVISIONING_QUEUE", "celery")
 # A worker runs a job's steps back to back for up to this long, then queues the rest.
 ZOPDAY_PROVISIONING_SLICE_SECONDS = float(env("ZOPDAY_PROVISIONING_SLICE_SECONDS", "2"))
+# A step may wait for an auto scaling group to fill (up to 15 min), then for the sentinel
+# (READY_TIMEOUT): the task that runs it must outlive both, or its clear timeout message is lost.
+ZOPDAY_PROVISIONING_TASK_TIME_LIMIT = envint(
+    "ZOPDAY_PROVISIONING_TASK_TIME_LIMIT", ZOPDAY_PROVISIONING_READY_TIMEOUT + 1800
+)
 CELERY_BEAT_SCHEDULE["resume-provisioning-jobs"] = {
     "task": "provisioning.resume_stalled",
     "schedule": float(envint("ZOPDAY_PROVISIONING_RESUME_SECONDS", 15)),

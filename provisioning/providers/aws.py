@@ -901,15 +901,17 @@ class AwsProvider:
 
     def _hosted_zone(self, config: InfraConfig, ctx: StepContext, create: bool) -> str | None:
         """The zone the DNS name goes in. It is looked up on every attempt: it may be the user's
-        own. One that carries the job's caller reference is the job's, even if an attempt cut
-        short never tagged or recorded it; it is tagged and recorded now, so teardown deletes it."""
+        own. One whose caller reference is the job's is the job's, even if an attempt cut short
+        never tagged or recorded it; it is tagged and recorded now, so teardown deletes it.
+        Route 53 never takes a caller reference twice, and a job that detached its load balancer
+        (deleting its zone) may attach one again: the reference names the step too."""
         route53 = self.client("route53")
         zone_name = config.dns_name.split(".", 1)[1].rstrip(".") + "."
-        reference = f"zopday-{ctx.token}-zone"
+        ours = f"zopday-{ctx.token}-zone"
         found = route53.list_hosted_zones_by_name(DNSName=zone_name, MaxItems="1")["HostedZones"]
         if found and found[0]["Name"] == zone_name:
             zone_id = str(found[0]["Id"]).split("/")[-1]
-            if found[0].get("CallerReference") == reference:
+            if str(found[0].get("CallerReference", "")).startswith(ours):
                 if create:
                     self._tag_zone(ctx, zone_id)
                 config.resources["hosted_zone_created"] = zone_id
@@ -918,7 +920,7 @@ class AwsProvider:
             return None
         zone = route53.create_hosted_zone(
             Name=zone_name,
-            CallerReference=reference,
+            CallerReference=f"{ours}-{ctx.step_id}",
             HostedZoneConfig={"Comment": f"ZopDay {ctx.name}", "PrivateZone": False},
         )["HostedZone"]
         zone_id = str(zone["Id"]).split("/")[-1]

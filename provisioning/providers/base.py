@@ -37,6 +37,7 @@ class StepContext:
     token: str
     name: str
     tags: dict[str, str]
+    step_id: int = 0  # the running step: unique to this run of it, the same for its retries
     log: Callable[[str], None] = field(default=lambda line: None)
     heartbeat: Callable[[], None] = field(default=lambda: None)
     save: Callable[[], None] = field(default=lambda: None)

@@ -9,7 +9,7 @@ from provisioning.infra import InfraConfig
 from provisioning.models import JobStep
 from provisioning.pipeline import FLUSH_SECONDS, _claim, _StepWriter, job_advance, job_run_inline
 from provisioning.providers.aws import client_for
-from provisioning.services.jobs import job_cancel
+from provisioning.services.jobs import job_cancel, job_vm_op
 from tests.provisioning.moto import raw_client, tagged_resources
 
 pytestmark = pytest.mark.django_db
@@ -222,3 +222,33 @@ def test_a_worker_runs_steps_back_to_back_until_its_time_slice_is_used(aws, make
     job.refresh_from_db()
     assert job.status == JobStatus.READY
     assert not job.steps.exclude(status=StepStatus.SUCCEEDED).exists()
+
+
+def test_a_load_balancer_attached_again_gets_a_zone_under_a_new_caller_reference(
+    aws, make_job, owner
+):
+    # Route 53 refuses a caller reference it has seen, even for a zone deleted since.
+    job = job_run_inline(make_job(load_balancer=True, dns_name="app.example.com").pk)
+    route53 = raw_client(aws, "route53")
+    references = []
+    for again in (False, True):
+        if again:
+            job = job_run_inline(job_vm_op(job=job, actor=owner, op="attach_lb").pk)
+        assert job.status == JobStatus.READY, job.message
+        [zone] = route53.list_hosted_zones_by_name(DNSName="example.com.")["HostedZones"]
+        references.append(zone["CallerReference"])
+        job = job_run_inline(job_vm_op(job=job, actor=owner, op="detach_lb").pk)
+        assert job.status == JobStatus.READY, job.message
+        assert route53.list_hosted_zones()["HostedZones"] == []
+    assert len(set(references)) == 2
+    assert all(reference.startswith(f"zopday-{job.token}-zone-") for reference in references)
+
+
+def test_the_task_running_steps_outlives_their_longest_waits(settings):
+    from provisioning.providers.aws import SETTLE_TIMEOUT
+    from provisioning.tasks import advance
+
+    longest_step = SETTLE_TIMEOUT + settings.ZOPDAY_PROVISIONING_READY_TIMEOUT
+    longest_task = settings.ZOPDAY_PROVISIONING_SLICE_SECONDS + longest_step
+    assert advance.soft_time_limit > longest_task
+    assert advance.time_limit > advance.soft_time_limit
