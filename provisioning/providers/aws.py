@@ -1202,17 +1202,3 @@ class AwsProvider:
             for r in reservations
             for i in r["Instances"]
         ]
-
-    # ---- power ------------------------------------------------------------------------------
-    @_mapped
-    def vm_power(self, config: InfraConfig, instance_id: str, action: str) -> str:
-        ec2 = self.client("ec2")
-        if action == "start":
-            ec2.start_instances(InstanceIds=[instance_id])
-        elif action == "stop":
-            ec2.stop_instances(InstanceIds=[instance_id])
-        elif action == "reboot":
-            ec2.reboot_instances(InstanceIds=[instance_id])
-        else:
-            raise CloudError(f"Unknown power action {action!r}.")
-        return f"{action} sent to {instance_id}."

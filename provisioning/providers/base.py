@@ -89,8 +89,6 @@ class Provider(Protocol):
 
     def describe_vms(self, config: InfraConfig, ctx: StepContext) -> list[dict[str, str]]: ...
 
-    def vm_power(self, config: InfraConfig, instance_id: str, action: str) -> str: ...
-
 
 class UnavailableProvider:
     """A provider that is not available yet: every call answers with the same clean Invalid."""
