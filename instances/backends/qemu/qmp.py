@@ -1,16 +1,18 @@
 """A small synchronous client for QEMU's monitor (QMP), over the asyncio `qemu.qmp` library.
 
 Each call opens a connection, runs its commands and closes it: QEMU serves one QMP client at a time
-on a socket, and a backend call must not hold the monitor between calls (another worker may need
-it). Errors come back as BackendError: connection problems and timeouts are retryable, a command
-QEMU refused is not.
+on a socket (callers take turns on a lock file), and a backend call must not hold the monitor
+between calls (another worker may need it). Errors come back as BackendError: connection problems
+and timeouts are retryable, a command QEMU refused is not.
 """
 
 import asyncio
 import concurrent.futures
 import contextlib
 import dataclasses
-from collections.abc import Awaitable, Callable, Collection, Coroutine, Sequence
+import fcntl
+import time
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -41,7 +43,8 @@ class Monitor:
 
     def execute_all(self, commands: Sequence[tuple[str, dict[str, Any] | None]]) -> list[Any]:
         """Run commands in order on one connection; the first refusal stops the rest."""
-        return _run_sync(self._execute_all(commands))
+        with self._turn():
+            return _run_sync(self._execute_all(commands))
 
     def wait_for_status(
         self, states: Collection[str], events: Collection[str], timeout: float
@@ -52,7 +55,32 @@ class Monitor:
         between the two is not missed; QEMU exiting meanwhile counts as reached. Holds the
         connection while waiting: use a monitor that serves nothing else.
         """
-        return _run_sync(self._wait_for_status(states, events, timeout))
+        with self._turn():
+            return _run_sync(self._wait_for_status(states, events, timeout))
+
+    @contextlib.contextmanager
+    def _turn(self) -> Iterator[None]:
+        """QEMU serves one client per monitor and drops any other that connects meanwhile, so
+        callers (threads and processes alike) take turns on a lock file beside the socket."""
+        try:
+            handle = open(self.socket_path.with_suffix(".lock"), "a")  # noqa: SIM115
+        except OSError as error:
+            raise BackendError(
+                f"QEMU's monitor socket is not available ({_reason(error)}).", retryable=True
+            ) from error
+        with handle:
+            deadline = time.monotonic() + self.timeout
+            while True:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise BackendError(
+                            f"QEMU's monitor stayed busy for {self.timeout:g} s.", retryable=True
+                        ) from None
+                    time.sleep(0.002)
+            yield  # closing the file releases the lock
 
     async def _wait_for_status(
         self, states: Collection[str], events: Collection[str], timeout: float
