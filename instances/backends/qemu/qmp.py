@@ -10,15 +10,15 @@ import asyncio
 import concurrent.futures
 import contextlib
 import dataclasses
-import fcntl
-import time
-from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from qemu.qmp import ConnectError, ExecuteError, QMPClient, QMPError, Runstate
 
 from instances.backends.base import BackendError
+
+from .turns import socket_turn
 
 T = TypeVar("T")
 
@@ -43,7 +43,7 @@ class Monitor:
 
     def execute_all(self, commands: Sequence[tuple[str, dict[str, Any] | None]]) -> list[Any]:
         """Run commands in order on one connection; the first refusal stops the rest."""
-        with self._turn():
+        with socket_turn(self.socket_path, timeout=self.timeout, what="QEMU's monitor"):
             return _run_sync(self._execute_all(commands))
 
     def wait_for_status(
@@ -55,32 +55,8 @@ class Monitor:
         between the two is not missed; QEMU exiting meanwhile counts as reached. Holds the
         connection while waiting: use a monitor that serves nothing else.
         """
-        with self._turn():
+        with socket_turn(self.socket_path, timeout=self.timeout, what="QEMU's monitor"):
             return _run_sync(self._wait_for_status(states, events, timeout))
-
-    @contextlib.contextmanager
-    def _turn(self) -> Iterator[None]:
-        """QEMU serves one client per monitor and drops any other that connects meanwhile, so
-        callers (threads and processes alike) take turns on a lock file beside the socket."""
-        try:
-            handle = open(self.socket_path.with_suffix(".lock"), "a")  # noqa: SIM115
-        except OSError as error:
-            raise BackendError(
-                f"QEMU's monitor socket is not available ({_reason(error)}).", retryable=True
-            ) from error
-        with handle:
-            deadline = time.monotonic() + self.timeout
-            while True:
-                try:
-                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() > deadline:
-                        raise BackendError(
-                            f"QEMU's monitor stayed busy for {self.timeout:g} s.", retryable=True
-                        ) from None
-                    time.sleep(0.002)
-            yield  # closing the file releases the lock
 
     async def _wait_for_status(
         self, states: Collection[str], events: Collection[str], timeout: float
