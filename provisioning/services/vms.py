@@ -17,7 +17,7 @@ from instances.backends.base import BackendError
 from instances.choices import LastExit, PowerState
 from instances.models import Instance
 from instances.services.observed import instance_power_observe
-from provisioning.choices import JobStatus, Provider, VmState
+from provisioning.choices import JOB_TRANSITIONAL, JobStatus, Provider, VmState
 from provisioning.infra import InfraConfig
 from provisioning.models import ProvisioningJob
 
@@ -54,11 +54,14 @@ def job_vm_states_record(
 
     With `expected` (id → the state the caller read before asking the cloud), a VM whose state
     changed meanwhile (a power operation recorded a newer one) is left alone. The InfraConfig is
-    read and written in one transaction on the job's row, so no other key of it is lost.
+    read and written in one transaction on the job's row, so no other key of it is lost. While
+    a phase runs (attaching a load balancer, say), its steps own the InfraConfig and save their
+    copy of it: nothing is recorded then, and the first refresh after the phase lands reads the
+    states back.
     """
     with transaction.atomic():
         job = ProvisioningJob.objects.select_for_update().filter(pk=job_id).first()
-        if job is None:
+        if job is None or job.status in JOB_TRANSITIONAL:
             return []
         config = InfraConfig.from_json(job.config)
         changed = []

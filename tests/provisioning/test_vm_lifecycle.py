@@ -98,6 +98,21 @@ def test_the_backend_reads_and_changes_the_ec2_state(aws, landed):
         backend.restart(first.machine_id)
 
 
+def test_while_a_phase_runs_its_steps_own_the_config_and_the_refresh_catches_up(aws, landed):
+    # A step saves its whole copy of the InfraConfig: a state recorded meanwhile would be lost.
+    backend = backend_named("aws")
+    first = instances_of(landed)[0]
+    ec2_id = InfraConfig.from_json(landed.config).vms[0].instance_id
+    ProvisioningJob.objects.filter(pk=landed.pk).update(status=JobStatus.UPDATING)
+    backend.force_stop(first.machine_id)
+    assert ec2_state(aws, ec2_id) == "stopped"
+    assert vm_states(landed)[ec2_id] == "ready"
+    ProvisioningJob.objects.filter(pk=landed.pk).update(status=JobStatus.READY)
+    make_due(landed)
+    assert jobs_refresh_vms() == [landed.pk]
+    assert vm_states(landed)[ec2_id] == "stopped"
+
+
 def backend_spec(instance):
     from instances.specs import machine_spec
 
