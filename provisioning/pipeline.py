@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from provisioning.choices import (
@@ -251,8 +251,10 @@ def job_advance(job_id: int) -> bool:
         return False
     if len(upcoming) > 1:
         return True
-    _finish_phase(job)  # only settles a job that is still transitional (not cancelled meanwhile)
-    return False
+    # The phase's last step: settle the phase. Steps added meanwhile (a job cancelled during
+    # this step, then deleted: its teardown) are not this phase's: queue them.
+    _finish_phase(job)
+    return job.steps.filter(status=StepStatus.PENDING).exists()
 
 
 def _run_step(job: ProvisioningJob, step: JobStep) -> bool:
@@ -335,11 +337,17 @@ def _fail(job: ProvisioningJob, writer: _StepWriter, message: str) -> None:
 
 
 def _finish_phase(job: ProvisioningJob) -> None:
+    """Settle the phase the caller read, if it is still the job's and no step of it is left: a
+    job cancelled during its last step and then deleted has moved on to its teardown, whose
+    steps must not be skipped by the old phase's finish."""
     now = timezone.now()
     status = DONE_STATUS[Phase(job.phase)]
-    ProvisioningJob.objects.filter(pk=job.pk, status__in=JOB_TRANSITIONAL).update(
-        status=status, message="", finished_at=now, updated_at=now
+    steps_left = JobStep.objects.filter(
+        job=OuterRef("pk"), status__in=[StepStatus.PENDING, StepStatus.RUNNING]
     )
+    ProvisioningJob.objects.filter(
+        ~Exists(steps_left), pk=job.pk, phase=job.phase, status__in=JOB_TRANSITIONAL
+    ).update(status=status, message="", finished_at=now, updated_at=now)
 
 
 def job_advance_for(job_id: int, seconds: float) -> bool:

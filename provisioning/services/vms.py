@@ -107,7 +107,7 @@ def job_vms_refresh(*, job: ProvisioningJob) -> list[str]:
     vms = [vm for vm in config.vms if vm.console_instance_id]
     if not vms:
         return []
-    instances = Instance.objects.select_related("project").in_bulk(
+    instances = Instance.objects.filter(backend="aws").select_related("project").in_bulk(
         [vm.console_instance_id for vm in vms]
     )
     expected = {vm.instance_id: vm.state for vm in vms}

@@ -6,10 +6,10 @@ from instances.models import Instance
 from provisioning import pipeline
 from provisioning.choices import JobStatus, StepStatus
 from provisioning.infra import InfraConfig
-from provisioning.models import JobStep
+from provisioning.models import JobStep, ProvisioningJob
 from provisioning.pipeline import FLUSH_SECONDS, _claim, _StepWriter, job_advance, job_run_inline
 from provisioning.providers.aws import client_for
-from provisioning.services.jobs import job_cancel, job_vm_op
+from provisioning.services.jobs import job_cancel, job_teardown, job_vm_op
 from tests.provisioning.moto import raw_client, tagged_resources
 
 pytestmark = pytest.mark.django_db
@@ -207,6 +207,24 @@ def test_a_job_cancelled_while_a_step_runs_stops_after_that_step(aws, make_job, 
         *[(name, StepStatus.CANCELLED) for name in SEVEN[3:]],
     ]  # fmt: skip
     assert "launch_templates" not in tagged_resources(aws, job.token)
+
+
+def test_a_job_cancelled_and_deleted_during_its_last_step_is_torn_down(aws, make_job, owner):
+    job = job_run_inline(make_job(load_balancer=True).pk)
+    job = job_vm_op(job=job, actor=owner, op="detach_lb")  # one step: stepDetachLoadBalancer
+    elbv2 = client_for(job.account, "elbv2", job.region)
+
+    def cancel_then_delete(**kwargs):
+        elbv2.meta.events.unregister("before-call.elastic-load-balancing-v2.DeleteLoadBalancer")
+        job_cancel(job=ProvisioningJob.objects.get(pk=job.pk), actor=owner)
+        job_teardown(job=ProvisioningJob.objects.get(pk=job.pk), actor=owner)
+
+    elbv2.meta.events.register(
+        "before-call.elastic-load-balancing-v2.DeleteLoadBalancer", cancel_then_delete
+    )
+    job = job_run_inline(job.pk)
+    assert job.status == JobStatus.DELETED, job.message
+    assert not any(tagged_resources(aws, job.token).values())
 
 
 def test_a_worker_runs_steps_back_to_back_until_its_time_slice_is_used(aws, make_job):

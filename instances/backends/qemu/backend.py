@@ -183,29 +183,34 @@ class QemuBackend:
                 self._settle(run)  # finish the run that ended
                 return
             # One exchange: the status and the press (a no-op for a guest that is off already)
+            pressed_before = run.stop_requested()
             run.mark_stop_requested()
             status, _ = self._monitor(run).execute_all(
                 [("query-status", None), ("system_powerdown", None)]
             )
-            if status["status"] in STOPPED_STATES:  # it was off before we pressed
-                run.clear_stop_requested()
+            if status["status"] in STOPPED_STATES:
+                if not pressed_before:  # it powered off on its own before we pressed
+                    run.clear_stop_requested()
                 self._settle(run)
 
     def wait_powered_off(self, machine_id: str, timeout: float) -> bool:
         """Waits on the watch monitor for QEMU's SHUTDOWN (or a crash) event, not by polling."""
         run = self._run_folder(machine_id)
-        if not self._qemu_alive(run):
-            return True
         if not run.watch_socket.exists():  # launched before the watch monitor existed
             return self._poll_powered_off(machine_id, timeout)
-        try:
-            return Monitor(run.watch_socket, timeout=3).wait_for_status(
-                STOPPED_STATES, POWER_OFF_EVENTS, timeout
-            )
-        except BackendError:
-            if self._qemu_alive(run):
-                raise
-            return True
+        watch = Monitor(run.watch_socket, timeout=self.monitor_timeout)
+        deadline = time.monotonic() + max(0.0, timeout)
+        while self._qemu_alive(run):
+            remaining = max(0.0, deadline - time.monotonic())
+            # a dropped or refused connection is no answer: look again until the deadline (a
+            # monitor that really fails shows in the next press, on the other monitor)
+            with contextlib.suppress(BackendError):
+                if watch.wait_for_status(STOPPED_STATES, POWER_OFF_EVENTS, remaining):
+                    return True
+            if time.monotonic() >= deadline:
+                return not self._qemu_alive(run)
+            time.sleep(0.05)
+        return True
 
     def _poll_powered_off(self, machine_id: str, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
@@ -223,8 +228,7 @@ class QemuBackend:
             if status.power is Power.STOPPED or status.pid is None:
                 return
             run.mark_stop_requested()
-            self._quit(run, status.pid)
-            self._finish(run, ExitKind.REQUESTED)
+            self._end_run(run, status.pid, ExitKind.REQUESTED)
 
     def restart(self, machine_id: str) -> None:
         """A hard reset (system_reset); a shutdown asked for earlier is forgotten."""
@@ -457,17 +461,29 @@ class QemuBackend:
                     kind = ExitKind.REQUESTED
                 else:
                     kind = ExitKind.GUEST_POWEROFF
-                self._quit(run, pid)
-                self._finish(run, kind)
-                return MachineStatus(Power.STOPPED, kind)
+                return MachineStatus(Power.STOPPED, self._end_run(run, pid, kind))
         recorded = run.read_exit()
         if recorded is not None:
             return MachineStatus(Power.STOPPED, recorded)
         if not run.was_launched():
             return MachineStatus(Power.STOPPED)
         kind = ExitKind.REQUESTED if run.stop_requested() else ExitKind.CRASHED
-        self._finish(run, kind)
-        return MachineStatus(Power.STOPPED, kind)
+        return MachineStatus(Power.STOPPED, self._end_run(run, pid, kind))
+
+    def _end_run(self, run: RunFolder, pid: int | None, kind: ExitKind) -> ExitKind:
+        """End the run of QEMU `pid` and record how it ended; the exit recorded.
+
+        Status reads take no run lock, so two readers may both find a run over, and a Start may
+        begin the next run meanwhile: the ending happens once, under its own lock, and only while
+        `pid` is still the run's (else its taps and swtpm would be the new run's)."""
+        with run.lock("end.lock"):
+            recorded = run.read_exit()
+            if run.read_pid() != pid or recorded is not None:
+                return recorded or kind
+            if pid is not None and self._qemu_alive(run):
+                self._quit(run, pid)
+            self._finish(run, kind)
+            return kind
 
     def _require_running(self, run: RunFolder) -> MachineStatus:
         status = self._settle(run)

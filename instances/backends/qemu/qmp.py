@@ -52,8 +52,9 @@ class Monitor:
         """Wait until QEMU's run status is one of states: True once it is, False after timeout.
 
         Listens for events (those that enter the states) before asking query-status, so a change
-        between the two is not missed; QEMU exiting meanwhile counts as reached. Holds the
-        connection while waiting: use a monitor that serves nothing else.
+        between the two is not missed. False too when QEMU closes the connection (it may have
+        exited: the caller looks). Holds the connection while waiting: use a monitor that serves
+        nothing else.
         """
         with socket_turn(self.socket_path, timeout=self.timeout, what="QEMU's monitor"):
             return _run_sync(self._wait_for_status(states, events, timeout))
@@ -68,17 +69,15 @@ class Monitor:
                 if isinstance(status, dict) and status.get("status") in states:
                     return True
                 step.command = f"a {'/'.join(sorted(events))} event"
-                # QEMU exiting ends the connection without an event: that counts as reached too
-                waits = {
-                    asyncio.ensure_future(listener.get()),
-                    asyncio.ensure_future(_gone(client)),
-                }
+                # QEMU exiting ends the connection without an event; so does a dropped client
+                got = asyncio.ensure_future(listener.get())
+                waits = {got, asyncio.ensure_future(_gone(client))}
                 done, pending = await asyncio.wait(
                     waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
                 )
                 for task in pending:
                     task.cancel()
-                return bool(done)
+                return got in done
 
         return await self._session(work, self.timeout + timeout)
 

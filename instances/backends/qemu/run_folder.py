@@ -124,10 +124,11 @@ class RunFolder:
         self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
 
     @contextlib.contextmanager
-    def lock(self) -> Iterator[None]:
-        """Serialise start/stop/undefine of one machine across threads and processes."""
+    def lock(self, name: str = "lock") -> Iterator[None]:
+        """Serialise start/stop/undefine of one machine across threads and processes ("lock"),
+        or, with another name, some other piece of work on it."""
         self.create()
-        with open(self.path / "lock", "a") as handle:
+        with open(self.path / name, "a") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
                 yield

@@ -80,6 +80,12 @@ def test_there_are_no_default_devices_and_no_window_but_a_vga_for_vnc():
 def test_monitor_and_consoles_are_unix_sockets_in_the_run_folder():
     chardevs = values_of(argv_for(make_spec()), "-chardev")
     assert "socket,id=qmp,path=/run/zq/i-7/qmp.sock,server=on,wait=off" in chardevs
+    # a second monitor, for the one who waits for a power-off
+    assert "socket,id=watch,path=/run/zq/i-7/watch.sock,server=on,wait=off" in chardevs
+    assert values_of(argv_for(make_spec()), "-mon") == [
+        "chardev=qmp,mode=control",
+        "chardev=watch,mode=control",
+    ]
     assert "socket,id=agent,path=/run/zq/i-7/qga.sock,server=on,wait=off" in chardevs
     assert "socket,id=exec,path=/run/zq/i-7/exec.sock,server=on,wait=off" in chardevs
 

@@ -328,6 +328,19 @@ def test_waiting_without_a_watch_monitor_reads_the_status_instead(fake_qemu):
     assert fake_qemu("shutdown").wait_powered_off("i-1", 5)
 
 
+def test_a_stale_reader_never_ends_the_run_a_start_began_meanwhile(fake_qemu):
+    backend = fake_qemu("shutdown")
+    run = backend._run_folder("i-1")
+    ended_pid = run.read_pid()
+    assert ended_pid is not None
+    backend.status("i-1")  # the run is ended and recorded
+    run.begin_start(ended_pid + 1, Runtime(links={"eth0": True}))  # a Start's next run
+    # a reader that saw the old run over, before the Start, ends it only now
+    assert backend._end_run(run, ended_pid, ExitKind.CRASHED) is ExitKind.CRASHED
+    assert run.read_exit() is None  # the new run's record is left alone
+    assert run.read_runtime().links == {"eth0": True}
+
+
 def test_a_guest_powered_off_after_our_shutdown_request_reads_requested(fake_qemu):
     backend = fake_qemu("shutdown")
     backend._run_folder("i-1").mark_stop_requested()
