@@ -7,6 +7,7 @@ services.queueing; the periodic reconcile fans out to every host that has instan
 from celery import shared_task
 from django.conf import settings
 
+from instances.backends import LOCAL_BACKENDS
 from instances.backends.base import BackendError
 from instances.models import Instance
 from instances.services import machines
@@ -72,7 +73,7 @@ def reconcile_host(host: str) -> None:
 @shared_task(name="instances.reconcile")
 def reconcile() -> None:
     """Fan out: each host's worker reconciles the instances it runs."""
-    local = Instance.objects.filter(backend="qemu")
+    local = Instance.objects.filter(backend__in=LOCAL_BACKENDS)
     hosts = set(local.values_list("host", flat=True).distinct())
     hosts.add(settings.ZOPDAY_HOST)
     for host in hosts:

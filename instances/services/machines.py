@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from instances.backends import backend_named
+from instances.backends import LOCAL_BACKENDS, backend_named
 from instances.backends.base import BackendError, ExitKind, Power
 from instances.choices import (
     POWER_TRANSITIONAL,
@@ -237,7 +237,8 @@ def reconcile_host(host: str) -> None:
     4. Running in both: refresh the carrier state of its NICs.
     """
     stuck_before = timezone.now() - timedelta(seconds=STUCK_AFTER_SECONDS)
-    for instance in Instance.objects.filter(host=host, backend="qemu").select_related("project"):
+    local = Instance.objects.filter(host=host, backend__in=LOCAL_BACKENDS)
+    for instance in local.select_related("project"):
         try:
             status = backend_named(instance.backend).status(instance.machine_id)
         except BackendError as error:

@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 # Jobs whose VMs may be registered as instances and are not being changed by a pipeline phase
 # (a running step saves its own copy of the InfraConfig).
-REFRESHED_STATUSES = (JobStatus.READY, JobStatus.FAILED)
+REFRESHED_STATUSES = (JobStatus.READY, JobStatus.FAILED, JobStatus.CANCELLED)
 GONE_STATES = frozenset({"shutting-down", "terminated"})
 UNSETTLED_STATES = frozenset({"pending", "stopping"})
 
@@ -107,8 +107,10 @@ def job_vms_refresh(*, job: ProvisioningJob) -> list[str]:
     vms = [vm for vm in config.vms if vm.console_instance_id]
     if not vms:
         return []
-    instances = Instance.objects.filter(backend="aws").select_related("project").in_bulk(
-        [vm.console_instance_id for vm in vms]
+    instances = (
+        Instance.objects.filter(backend="aws")
+        .select_related("project")
+        .in_bulk([vm.console_instance_id for vm in vms])
     )
     expected = {vm.instance_id: vm.state for vm in vms}
     described = describe_vms(job.account, job.region, list(expected))

@@ -20,6 +20,7 @@ from provisioning.pipeline import job_run_inline
 from provisioning.services.vms import jobs_refresh_vms
 from tests.provisioning.moto import raw_client
 from tests.provisioning.proxy import SlowProxy
+from tests.provisioning.vms import ec2_state, instances_of, vm_states
 
 pytestmark = pytest.mark.django_db
 
@@ -29,21 +30,6 @@ def landed(aws, make_job):
     job = job_run_inline(make_job(instance_count=2).pk)
     assert job.status == JobStatus.READY, job.message
     return job
-
-
-def instances_of(job):
-    return list(Instance.objects.filter(project=job.project, backend="aws").order_by("name"))
-
-
-def ec2_state(aws, instance_id):
-    ec2 = raw_client(aws, "ec2")
-    [reservation] = ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
-    return reservation["Instances"][0]["State"]["Name"]
-
-
-def vm_states(job):
-    job.refresh_from_db()
-    return {vm.instance_id: vm.state for vm in InfraConfig.from_json(job.config).vms}
 
 
 def make_due(job):
@@ -209,6 +195,15 @@ def test_the_refresh_follows_vms_changed_outside_the_console(aws, landed):
     assert first.power_state == PowerState.RUNNING
     assert vm_states(landed)[first_id] == "ready"
     assert AuditEvent.objects.filter(action="instance.failed").count() == 1  # no repeats
+
+
+def test_the_refresh_also_follows_the_vms_of_a_job_cancelled_after_they_registered(aws, landed):
+    ProvisioningJob.objects.filter(pk=landed.pk).update(status=JobStatus.CANCELLED)
+    first = instances_of(landed)[0]
+    raw_client(aws, "ec2").stop_instances(InstanceIds=[next(iter(vm_states(landed)))])
+    assert jobs_refresh_vms() == [landed.pk]
+    first.refresh_from_db()
+    assert first.power_state == PowerState.STOPPED
 
 
 def test_the_refresh_leaves_an_instance_in_a_power_operation_alone(aws, landed):

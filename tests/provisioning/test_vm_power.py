@@ -8,7 +8,7 @@ import time
 import pytest
 
 from instances.choices import PowerState
-from instances.models import AuditEvent, Instance
+from instances.models import AuditEvent
 from instances.services import power
 from provisioning.choices import JobStatus
 from provisioning.infra import InfraConfig
@@ -16,6 +16,7 @@ from provisioning.models import CloudAccount, ProvisioningJob
 from provisioning.services.jobs import job_create
 from tests.provisioning.moto import raw_client
 from tests.provisioning.proxy import SlowProxy
+from tests.provisioning.vms import ec2_state, instances_of, vm_states
 from tests.services import start_celery_worker_on, stop
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -71,10 +72,6 @@ def landed(worker, aws, project, account, owner):
     return job
 
 
-def instances_of(job):
-    return list(Instance.objects.filter(project=job.project, backend="aws").order_by("name"))
-
-
 def settled(instance, state):
     def reached():
         instance.refresh_from_db()
@@ -84,17 +81,6 @@ def settled(instance, state):
     return instance
 
 
-def ec2_state(aws, instance_id):
-    ec2 = raw_client(aws, "ec2")
-    [reservation] = ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
-    return reservation["Instances"][0]["State"]["Name"]
-
-
-def vm_state(job, instance_id):
-    job.refresh_from_db()
-    return {vm.instance_id: vm.state for vm in InfraConfig.from_json(job.config).vms}[instance_id]
-
-
 def test_the_services_stop_start_reboot_and_force_stop_a_vm_through_ec2(aws, landed, operator):
     first, second = instances_of(landed)
     first_id, second_id = (vm.instance_id for vm in InfraConfig.from_json(landed.config).vms)
@@ -102,14 +88,14 @@ def test_the_services_stop_start_reboot_and_force_stop_a_vm_through_ec2(aws, lan
 
     power.instance_shutdown(instance=first, actor=operator)
     settled(first, PowerState.STOPPED)
-    assert (ec2_state(aws, first_id), vm_state(landed, first_id)) == ("stopped", "stopped")
-    assert (ec2_state(aws, second_id), vm_state(landed, second_id)) == ("running", "ready")
+    assert (ec2_state(aws, first_id), vm_states(landed)[first_id]) == ("stopped", "stopped")
+    assert (ec2_state(aws, second_id), vm_states(landed)[second_id]) == ("running", "ready")
     second.refresh_from_db()
     assert second.power_state == PowerState.RUNNING
 
     power.instance_start(instance=first, actor=operator)
     settled(first, PowerState.RUNNING)
-    assert (ec2_state(aws, first_id), vm_state(landed, first_id)) == ("running", "ready")
+    assert (ec2_state(aws, first_id), vm_states(landed)[first_id]) == ("running", "ready")
 
     # EC2's state does not show a reboot: a proxy in front of moto sees the call.
     proxy = SlowProxy(aws, hold=b"Action=RebootInstances", seconds=0)
@@ -126,7 +112,7 @@ def test_the_services_stop_start_reboot_and_force_stop_a_vm_through_ec2(aws, lan
 
     power.instance_force_stop(instance=first, actor=operator)
     settled(first, PowerState.STOPPED)
-    assert (ec2_state(aws, first_id), vm_state(landed, first_id)) == ("stopped", "stopped")
+    assert (ec2_state(aws, first_id), vm_states(landed)[first_id]) == ("stopped", "stopped")
     assert first.power_message == ""
     actions = AuditEvent.objects.filter(
         target_type="instance", target_id=str(first.pk)
@@ -159,7 +145,7 @@ def test_the_api_powers_vms_for_operators_only(aws, landed, api_for, client_for)
     response = operator.post(f"{base}/start")
     assert (response.status_code, response.json()["power_state"]) == (202, "starting")
     settled(first, PowerState.RUNNING)
-    assert (ec2_state(aws, first_id), vm_state(landed, first_id)) == ("running", "ready")
+    assert (ec2_state(aws, first_id), vm_states(landed)[first_id]) == ("running", "ready")
 
     assert operator.post(f"{base}/restart").status_code == 202
     settled(first, PowerState.RUNNING)
@@ -181,7 +167,7 @@ def test_a_vm_terminated_outside_the_console_ends_in_a_clear_message(
     settled(first, PowerState.FAILED)
     assert first.power_message.startswith(f"EC2 instance {first_id} is terminated")
     assert "terminated outside the console and cannot run again" in first.power_message
-    assert vm_state(landed, first_id) == "terminated"
+    assert vm_states(landed)[first_id] == "terminated"
     assert ec2_state(aws, first_id) == "terminated"  # a stop never brings it back
     page = client_for("operator").get(f"{base}/")
     assert page.status_code == 200

@@ -6,11 +6,8 @@ from dataclasses import dataclass
 
 import pytest
 from django.core.management import CommandError, call_command
-from django.test import Client
 
-from instances.services.tokens import api_token_create
 from tests.factories import ImageFactory
-from tests.instances.api.helpers import Api
 
 MANIFEST = """\
 kind: Instance
@@ -77,7 +74,6 @@ def refused(request, tmp_path, monkeypatch, subnet, image):
 
 
 @pytest.fixture
-def api(operator):
+def api(api_for):
     """The operator's API client, to compare the manifest's messages with the API's."""
-    _, plaintext = api_token_create(user=operator, name="tests")
-    return Api(Client(), {"Authorization": f"Bearer {plaintext}"})
+    return api_for("operator")
