@@ -40,7 +40,8 @@ from provisioning.services.vms import GONE_STATES, job_vm_states_record, lifecyc
 
 # EC2 settles in seconds; moto at once. A describe every half second is cheap either way.
 POLL_SECONDS = 0.5
-# How long start and force stop wait for EC2 to report the VM running or stopped.
+# How long start and force stop wait in all for EC2 to report the VM running or stopped: within
+# a Celery task's soft time limit.
 SETTLE_SECONDS = 300
 NOT_FOUND = "InvalidInstanceID.NotFound"
 # EC2 states in which the VM is not (yet) off.
@@ -199,11 +200,13 @@ class AwsVmBackend:
     def start(self, spec: MachineSpec) -> None:
         target = self._job_vm(spec.id)
         vm = self._usable(target)
+        deadline = time.monotonic() + SETTLE_SECONDS  # one wait in all: the task's time is limited
         if vm.state == "stopping":  # EC2 refuses to start a VM until it has stopped
             self._wait_for(target, frozenset({"stopped"}), SETTLE_SECONDS)
         if vm.state not in ("pending", "running"):
             self._call(target, "start_instances")
-        running = self._wait_for(target, frozenset({"running"}), SETTLE_SECONDS)
+        remaining = max(0.0, deadline - time.monotonic())
+        running = self._wait_for(target, frozenset({"running"}), remaining)
         if running is None:
             raise BackendError(
                 f"EC2 instance {target.vm.instance_id} did not reach running within "

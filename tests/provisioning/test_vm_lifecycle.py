@@ -258,3 +258,9 @@ def test_disk_and_interface_changes_of_an_aws_instance_are_refused(
     detail = api.get(f"/projects/alpha/instances/{first.pk}").json()
     assert detail["allowed_actions"]["restart"]["ok"] is True
     assert detail["allowed_actions"]["configure"]["reason"].startswith(reason)
+
+
+def test_a_power_operation_waits_for_ec2_within_a_tasks_time_limit(settings):
+    from provisioning.backends.aws import SETTLE_SECONDS
+
+    assert SETTLE_SECONDS < settings.CELERY_TASK_SOFT_TIME_LIMIT
