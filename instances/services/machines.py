@@ -119,8 +119,8 @@ def machine_shutdown(instance_id: int) -> None:
         deadline = time.monotonic() + SHUTDOWN_TIMEOUT
         while True:
             backend.shutdown(instance.machine_id)
-            remaining = deadline - time.monotonic()
-            if backend.wait_powered_off(instance.machine_id, min(ACPI_REPEAT_SECONDS, remaining)):
+            wait = max(0.0, min(ACPI_REPEAT_SECONDS, deadline - time.monotonic()))
+            if backend.wait_powered_off(instance.machine_id, wait):
                 break
             if time.monotonic() >= deadline:
                 _settle(

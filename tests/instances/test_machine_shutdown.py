@@ -1,0 +1,102 @@
+"""machine_shutdown, the worker's side of an ACPI shutdown, against a scripted backend: it presses
+again while a guest does not react, gives up with a message, and settles what the backend says."""
+
+import pytest
+
+from instances import backends
+from instances.backends.base import BackendError, MachineStatus, Power
+from instances.choices import LastExit, PowerState
+from instances.models import Instance
+from instances.services import machines
+from instances.services.instances import instance_create
+from tests.factories import instance_request
+
+pytestmark = pytest.mark.django_db
+
+
+class ScriptedBackend:
+    """Answers wait_powered_off from a script: True (off), False (not yet) or an error."""
+
+    name = "scripted"
+
+    def __init__(self, waits: list[object]) -> None:
+        self.waits = waits
+        self.presses = 0
+        self.status_reads = 0
+
+    def shutdown(self, machine_id: str) -> None:
+        self.presses += 1
+
+    def wait_powered_off(self, machine_id: str, timeout: float) -> bool:
+        assert timeout >= 0
+        answer = self.waits.pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        return bool(answer)
+
+    def status(self, machine_id: str) -> MachineStatus:
+        self.status_reads += 1
+        return MachineStatus(Power.RUNNING if self.waits else Power.STOPPED)
+
+
+@pytest.fixture
+def scripted(monkeypatch, project, operator, subnet):
+    """scripted([answers]) -> (backend, instance in Stopping on it)."""
+
+    def make(waits: list[object]) -> tuple[ScriptedBackend, Instance]:
+        backend = ScriptedBackend(waits)
+        monkeypatch.setattr(backends, "_factories", {"scripted": lambda: backend})
+        backends.backend_named.cache_clear()
+        instance = instance_create(
+            project=project, actor=operator, request=instance_request(subnet)
+        )
+        Instance.objects.filter(pk=instance.pk).update(
+            backend="scripted", power_state=PowerState.STOPPING
+        )
+        return backend, instance
+
+    yield make
+    backends.backend_named.cache_clear()
+
+
+def test_a_guest_that_powers_off_is_recorded_stopped_then_tidied_up(scripted):
+    backend, instance = scripted([True])
+    machines.machine_shutdown(instance.pk)
+    instance.refresh_from_db()
+    assert (instance.power_state, instance.last_exit) == (PowerState.STOPPED, LastExit.REQUESTED)
+    assert backend.presses == 1
+    assert backend.status_reads == 1  # the status read after Stopped ends the machine's process
+
+
+def test_a_guest_that_does_not_react_is_pressed_again(scripted, monkeypatch):
+    monkeypatch.setattr(machines, "ACPI_REPEAT_SECONDS", 0)
+    backend, instance = scripted([False, False, True])
+    machines.machine_shutdown(instance.pk)
+    instance.refresh_from_db()
+    assert instance.power_state == PowerState.STOPPED
+    assert backend.presses == 3
+
+
+def test_a_guest_that_never_powers_off_goes_back_to_running_with_a_message(scripted, monkeypatch):
+    monkeypatch.setattr(machines, "SHUTDOWN_TIMEOUT", 0)
+    _, instance = scripted([False])
+    machines.machine_shutdown(instance.pk)
+    instance.refresh_from_db()
+    assert instance.power_state == PowerState.RUNNING
+    assert "did not power off within 0 s" in instance.power_message
+    assert "Force Shutdown" in instance.power_message
+
+
+def test_a_backend_error_is_shown_on_the_instance(scripted):
+    _, instance = scripted([BackendError("QEMU's monitor stayed busy for 10 s."), True])
+    machines.machine_shutdown(instance.pk)
+    instance.refresh_from_db()
+    assert instance.power_state == PowerState.RUNNING  # what the backend reports
+    assert instance.power_message == "QEMU's monitor stayed busy for 10 s."
+
+
+def test_a_shutdown_that_arrives_after_the_state_moved_on_does_nothing(scripted):
+    backend, instance = scripted([True])
+    Instance.objects.filter(pk=instance.pk).update(power_state=PowerState.STOPPED)
+    machines.machine_shutdown(instance.pk)
+    assert backend.presses == 0
