@@ -513,6 +513,25 @@ class AwsProvider:
         return f"IAM role and instance profile {name} with the SSM managed policy."
 
     # ---- launch template --------------------------------------------------------------------
+    def _ensure_security_group(
+        self, config: InfraConfig, ctx: StepContext, role: str, suffix: str, description: str
+    ) -> str:
+        """The job's security group of that role: the one an earlier attempt made, or a new one
+        in the job's VPC, tagged with the role."""
+        group = self._existing(ctx, lambda: self._security_group(ctx, role))
+        if group is not None:
+            return str(group["GroupId"])
+        group_id = str(
+            self.client("ec2").create_security_group(
+                GroupName=ctx.resource_name(suffix),
+                Description=description,
+                VpcId=config.resources["vpc"],
+                TagSpecifications=self._spec(ctx, "security-group", role),
+            )["GroupId"]
+        )
+        ctx.log(f"created security group {group_id} ({description})")
+        return group_id
+
     def _security_group(self, ctx: StepContext, role: str) -> Any:
         return self._find_one(
             self.client("ec2").describe_security_groups,
@@ -525,17 +544,9 @@ class AwsProvider:
         """The VMs' security group (no ingress at all: no port 22), then a launch template with
         the user data, the instance profile, no key pair and no public IP."""
         ec2 = self.client("ec2")
-        group = self._existing(ctx, lambda: self._security_group(ctx, "vm-sg"))
-        if group is None:
-            group_id = ec2.create_security_group(
-                GroupName=ctx.resource_name("vm"),
-                Description="ZopDay VMs: no inbound except from the job's load balancer",
-                VpcId=config.resources["vpc"],
-                TagSpecifications=self._spec(ctx, "security-group", "vm-sg"),
-            )["GroupId"]
-            ctx.log(f"created security group {group_id} (no inbound rules)")
-        else:
-            group_id = group["GroupId"]
+        group_id = self._ensure_security_group(
+            config, ctx, "vm-sg", "vm", "ZopDay VMs: no inbound except from the job's load balancer"
+        )
         self._record(config, ctx, "security_group", group_id)
 
         template = self._existing(
@@ -785,18 +796,9 @@ class AwsProvider:
     def create_load_balancer(self, config: InfraConfig, ctx: StepContext) -> str:
         """The ALB's security group (HTTP from anywhere), the one inbound rule of the VMs
         (from that group on the service port), and the internet-facing ALB."""
-        ec2 = self.client("ec2")
-        group = self._existing(ctx, lambda: self._security_group(ctx, "lb-sg"))
-        if group is None:
-            lb_group_id = ec2.create_security_group(
-                GroupName=ctx.resource_name("lb"),
-                Description="ZopDay load balancer: HTTP in",
-                VpcId=config.resources["vpc"],
-                TagSpecifications=self._spec(ctx, "security-group", "lb-sg"),
-            )["GroupId"]
-            ctx.log(f"created load balancer security group {lb_group_id}")
-        else:
-            lb_group_id = group["GroupId"]
+        lb_group_id = self._ensure_security_group(
+            config, ctx, "lb-sg", "lb", "ZopDay load balancer: HTTP in"
+        )
         self._record(config, ctx, "lb_security_group", lb_group_id)
         self._authorize(
             lb_group_id,
