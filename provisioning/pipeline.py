@@ -124,10 +124,9 @@ def append_steps(job: ProvisioningJob, phase: str, config: InfraConfig) -> list[
 
 def queue_advance(job_id: int) -> None:
     """Queue the job's next step once the surrounding transaction has committed."""
-    from zopday.celery import app
+    from zopday.celery import send_on_commit
 
-    queue = settings.ZOPDAY_PROVISIONING_QUEUE
-    transaction.on_commit(lambda: app.send_task("provisioning.advance", args=[job_id], queue=queue))
+    send_on_commit("provisioning.advance", job_id, queue=settings.ZOPDAY_PROVISIONING_QUEUE)
 
 
 # ---- the runner ---------------------------------------------------------------------------------
@@ -389,7 +388,10 @@ def jobs_resume_stalled() -> list[int]:
 
     for job_id in resumed:
         app.send_task(
-            "provisioning.advance", args=[job_id], queue=settings.ZOPDAY_PROVISIONING_QUEUE
+            "provisioning.advance",
+            args=[job_id],
+            queue=settings.ZOPDAY_PROVISIONING_QUEUE,
+            ignore_result=True,
         )
     return resumed
 

@@ -4,12 +4,22 @@ import os
 import socket
 
 from celery import Celery, signals
+from django.db import transaction
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "zopday.settings")
 
 app = Celery("zopday")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@signals.worker_ready.connect
+@signals.worker_process_init.connect
+def freeze_startup_objects(**kwargs: object) -> None:
+    """Once the worker (or a prefork child) has loaded every app and task: see zopday.memory."""
+    from zopday import memory
+
+    memory.freeze_startup_objects()
 
 
 @signals.task_prerun.connect
@@ -24,7 +34,15 @@ def close_old_connections(**kwargs: object) -> None:
     close_old_connections()
 
 
-@app.task(name="zopday.ping")
+def send_on_commit(task_name: str, *args: object, queue: str) -> None:
+    """Send a task by name once the surrounding transaction has committed (at once outside one),
+    so the worker reads what the caller wrote. Nobody waits for its result."""
+    transaction.on_commit(
+        lambda: app.send_task(task_name, args=args, queue=queue, ignore_result=True)
+    )
+
+
+@app.task(name="zopday.ping", ignore_result=False)
 def ping() -> dict[str, str | int]:
     """Answer with the worker's host and process: proves a message went through the broker."""
     return {"pong": socket.gethostname(), "pid": os.getpid()}

@@ -179,6 +179,10 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = envint("ZOPDAY_TASK_TIME_LIMIT", 600)
 CELERY_TASK_SOFT_TIME_LIMIT = envint("ZOPDAY_TASK_SOFT_TIME_LIMIT", 540)
 CELERY_RESULT_EXPIRES = 3600
+# Tasks are fire and forget: their rows in the database are the record. A stored result costs the
+# worker two Redis calls and the sender a pub/sub subscription it would never read; a task whose
+# caller waits for its answer says ignore_result=False.
+CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Database connections outlive a task; zopday.celery closes the old and broken ones.
 CELERY_DB_REUSE_MAX = 1_000_000

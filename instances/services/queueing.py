@@ -1,5 +1,4 @@
 from django.conf import settings
-from django.db import transaction
 
 from instances.backends import is_local_backend
 from instances.models import Instance
@@ -15,7 +14,6 @@ def host_queue(instance: Instance) -> str:
 
 def enqueue_host_task(instance: Instance, task_name: str, *args: object) -> None:
     """Send the task once the surrounding transaction has committed."""
-    from zopday.celery import app
+    from zopday.celery import send_on_commit
 
-    queue = host_queue(instance)
-    transaction.on_commit(lambda: app.send_task(task_name, args=args, queue=queue))
+    send_on_commit(task_name, *args, queue=host_queue(instance))

@@ -196,7 +196,7 @@ def test_run_strategies_decide_what_happens_after_a_crash_or_a_guest_poweroff(
         30,
     )
 
-    reconcile_host.delay(settings.ZOPDAY_HOST).get(timeout=60)
+    reconcile_host.apply_async(args=[settings.ZOPDAY_HOST], ignore_result=False).get(timeout=60)
 
     for name, (_, how, restarted) in cases.items():
         vm = vms[name]

@@ -79,7 +79,9 @@ def test_the_run_command_serves_the_console_and_stops_cleanly_on_ctrl_c(tmp_path
         url = wait_for_line(process, r"ZopDay console: (http://\S+)", seen).group(1)
         password = wait_for_line(process, r"password (\S+)\)", seen).group(1)
         wait_for_line(process, r"Listening at", seen)
-        wait_for_line(process, r"worker.*ready|celery@\S+ ready", seen)
+        for worker in (r"worker.*general@\S+ ready", r"hostworker.*host@\S+ ready"):
+            if not any(re.search(worker, line) for line in seen):  # in either order
+                wait_for_line(process, worker, seen)
 
         jar = http.cookiejar.CookieJar()
         browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))

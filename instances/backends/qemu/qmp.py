@@ -10,6 +10,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import dataclasses
+import threading
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -54,20 +55,39 @@ class Monitor:
         Listens for events (those that enter the states) before asking query-status, so a change
         between the two is not missed. False too when QEMU closes the connection (it may have
         exited: the caller looks). Holds the connection while waiting: use a monitor that serves
-        nothing else.
+        nothing else. The answer comes as soon as it is known; a thread of its own closes the
+        connection afterwards.
         """
-        with socket_turn(self.socket_path, timeout=self.timeout, what="QEMU's monitor"):
-            return _run_sync(self._wait_for_status(states, events, timeout))
+        answer: concurrent.futures.Future[bool] = concurrent.futures.Future()
+
+        def watch() -> None:
+            try:
+                with socket_turn(self.socket_path, timeout=self.timeout, what="QEMU's monitor"):
+                    _run_sync(self._wait_for_status(states, events, timeout, answer))
+            except BaseException as error:  # handed to the caller, who raises it
+                if not answer.done():
+                    answer.set_exception(error)
+            else:
+                if not answer.done():  # the session ended before it could answer
+                    answer.set_result(False)
+
+        threading.Thread(target=watch, name=f"qmp-watch {self.socket_path}", daemon=True).start()
+        return answer.result()
 
     async def _wait_for_status(
-        self, states: Collection[str], events: Collection[str], timeout: float
-    ) -> bool:
-        async def work(client: QMPClient, step: _Step) -> bool:
+        self,
+        states: Collection[str],
+        events: Collection[str],
+        timeout: float,
+        answer: concurrent.futures.Future[bool],
+    ) -> None:
+        async def work(client: QMPClient, step: _Step) -> None:
             with client.listener(events) as listener:
                 step.command = "query-status"
                 status = await client.execute("query-status")
                 if isinstance(status, dict) and status.get("status") in states:
-                    return True
+                    answer.set_result(True)
+                    return
                 step.command = f"a {'/'.join(sorted(events))} event"
                 # QEMU exiting ends the connection without an event; so does a dropped client
                 got = asyncio.ensure_future(listener.get())
@@ -75,11 +95,11 @@ class Monitor:
                 done, pending = await asyncio.wait(
                     waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
                 )
+                answer.set_result(got in done)
                 for task in pending:
                     task.cancel()
-                return got in done
 
-        return await self._session(work, self.timeout + timeout)
+        await self._session(work, self.timeout + timeout)
 
     async def _execute_all(
         self, commands: Sequence[tuple[str, dict[str, Any] | None]]

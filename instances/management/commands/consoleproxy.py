@@ -13,6 +13,7 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from instances.consoles.proxy import ConsoleProxy, run_forever
 from instances.consoles.sessions import console_sessions_close_orphaned
+from zopday.memory import freeze_startup_objects
 
 
 async def _serve(host: str, port: int) -> None:
@@ -40,4 +41,5 @@ class Command(BaseCommand):
         if closed := console_sessions_close_orphaned(host=settings.ZOPDAY_HOST):
             self.stdout.write(f"Closed {closed} console session(s) left open by a previous proxy.")
         self.stdout.write(f"Console proxy listening on ws://{host}:{port}/ (origins: {origins})")
+        freeze_startup_objects()
         asyncio.run(_serve(host, port))

@@ -20,6 +20,7 @@ from instances.backends.qemu import QemuBackend
 from instances.backends.qemu.agent import GuestAgent
 from instances.backends.qemu.firmware import firmware_for, prepare_vars
 from instances.backends.qemu.network import bridge_name, tap_name
+from instances.backends.qemu.qmp import Monitor
 from instances.backends.qemu.run_folder import RunFolder, Runtime
 from instances.backends.qemu.seed import write_seed_iso
 
@@ -326,6 +327,16 @@ def test_waiting_for_a_running_guest_to_power_off_times_out(fake_qemu):
 
 def test_waiting_without_a_watch_monitor_reads_the_status_instead(fake_qemu):
     assert fake_qemu("shutdown").wait_powered_off("i-1", 5)
+
+
+def test_a_status_wait_answers_from_the_monitor_and_hands_its_errors_to_the_caller(fake_qemu):
+    off = Monitor(fake_qemu("shutdown")._run_folder("i-1").qmp_socket)
+    assert off.wait_for_status({"shutdown"}, {"SHUTDOWN"}, 5)
+    assert not off.wait_for_status({"guest-panicked"}, {"GUEST_PANICKED"}, 0.1)  # no event came
+    gone = Monitor(off.socket_path.with_name("nothing.sock"), timeout=0.5)
+    with pytest.raises(BackendError, match="monitor socket is not available") as raised:
+        gone.wait_for_status({"shutdown"}, {"SHUTDOWN"}, 5)
+    assert raised.value.retryable
 
 
 def test_a_stale_reader_never_ends_the_run_a_start_began_meanwhile(fake_qemu):
