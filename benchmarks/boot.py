@@ -39,6 +39,7 @@ os.environ.update(
     REDIS_URL=f"redis+socket://{WORK / 'redis.sock'}",
     DJANGO_SETTINGS_MODULE="zopday.settings",
     ZOPDAY_LOG_LEVEL="WARNING",
+    ZOPDAY_DEBUG="false",  # as deployed: Django's debug mode logs every SQL query it runs
 )
 for name in ("DATABASE_URL",):
     os.environ.pop(name, None)

@@ -13,10 +13,10 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 
-@signals.worker_ready.connect
-@signals.worker_process_init.connect
+@signals.worker_init.connect
 def freeze_startup_objects(**kwargs: object) -> None:
-    """Once the worker (or a prefork child) has loaded every app and task: see zopday.memory."""
+    """Once the worker has loaded every app and task, before its pool starts: prefork children
+    inherit the frozen objects untouched (see zopday.memory)."""
     from zopday import memory
 
     memory.freeze_startup_objects()

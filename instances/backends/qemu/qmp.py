@@ -10,6 +10,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import dataclasses
+import logging
 import threading
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Sequence
 from pathlib import Path
@@ -22,6 +23,7 @@ from instances.backends.base import BackendError
 from .turns import socket_turn
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 class CommandRefused(BackendError):
@@ -67,12 +69,21 @@ class Monitor:
             except BaseException as error:  # handed to the caller, who raises it
                 if not answer.done():
                     answer.set_exception(error)
+                else:
+                    log.warning("closing %s after its answer: %s", self.socket_path, error)
             else:
                 if not answer.done():  # the session ended before it could answer
                     answer.set_result(False)
 
         threading.Thread(target=watch, name=f"qmp-watch {self.socket_path}", daemon=True).start()
-        return answer.result()
+        # the turn, the session and its closing each have their own limit: this one is a backstop
+        limit = 3 * self.timeout + timeout
+        try:
+            return answer.result(timeout=limit)
+        except concurrent.futures.TimeoutError:
+            raise BackendError(
+                f"QEMU's monitor did not answer within {limit:g} s.", retryable=True
+            ) from None
 
     async def _wait_for_status(
         self,
@@ -140,8 +151,9 @@ class Monitor:
             ) from error
         finally:
             # a closed connection (e.g. after "quit") resurfaces here: the command result counts
-            with contextlib.suppress(QMPError, OSError, EOFError):
-                await client.disconnect()
+            with contextlib.suppress(QMPError, OSError, EOFError, TimeoutError):
+                async with asyncio.timeout(self.timeout):
+                    await client.disconnect()
 
 
 @dataclasses.dataclass
