@@ -41,6 +41,7 @@ SLOW_VIEWER_SECONDS = 10  # a viewer whose buffer stays full this long is droppe
 CLOSE_BACKEND_GONE = 4410  # the browser reconnects with a fresh ticket, after a pause
 # Serial hubs line the socket's bytes up with the serial log (TerminalHub._align).
 ALIGN_BYTES, ALIGN_SECONDS, ALIGN_SEARCH_BYTES = 256, 0.05, 1 << 20
+ALIGN_RETRY_SECONDS, ALIGN_RETRIES = 0.01, 100  # QEMU logs what it sent just after sending it
 
 
 class Unavailable(Exception):
@@ -209,6 +210,7 @@ class TerminalHub:
         self._aligned = serial_log is None
         self._pending = bytearray()
         self._align_timer: asyncio.TimerHandle | None = None
+        self._align_retries = 0
 
     async def start(self) -> None:
         if self.serial_log is not None:
@@ -313,7 +315,7 @@ class TerminalHub:
     def _output(self, data: bytes) -> None:
         if not self._aligned:
             self._pending += data
-            if len(self._pending) >= ALIGN_BYTES:
+            if len(self._pending) >= ALIGN_BYTES and not self._align_retries:
                 self._align()
             elif self._align_timer is None:
                 loop = asyncio.get_running_loop()
@@ -321,21 +323,22 @@ class TerminalHub:
             return
         self._deliver(data)
 
-    def _align(self) -> None:
+    def _align(self, *, final: bool = False) -> None:
         """Make the stream the serial log itself, from where the hub started.
 
         QEMU logs what the guest prints even while no client is connected, so what it printed
         between the moment the log size was read and the moment QEMU accepted our connection
         is in the log but never comes through the socket. The first bytes that do come
-        (ALIGN_BYTES of them, or what came within ALIGN_SECONDS) are looked up in the log
-        (QEMU logs before it sends), and the gap in front of them is filled from the log.
-        Positions are then exact log offsets, which late viewers and reconnecting pages rely on.
+        (ALIGN_BYTES of them, or what came within ALIGN_SECONDS) are looked up in the log, and
+        the gap in front of them is filled from the log. QEMU writes the log just after the
+        socket, so bytes not in the log yet are looked up again a moment later (until the
+        backend closes, or ALIGN_RETRIES times). Positions are then exact log offsets, which
+        late viewers and reconnecting pages rely on.
         """
         if self._align_timer is not None:
             self._align_timer.cancel()
             self._align_timer = None
-        self._aligned = True
-        pending, self._pending = bytes(self._pending), bytearray()
+        pending = bytes(self._pending)
         gap = b""
         if self.serial_log is not None and pending:
             try:
@@ -344,9 +347,16 @@ class TerminalHub:
                     logged = serial_log.read(ALIGN_SEARCH_BYTES)
             except OSError:
                 logged = b""
-            skipped = logged.find(pending)
+            skipped = logged.find(pending[:ALIGN_BYTES])
+            if skipped < 0 and not final and self._align_retries < ALIGN_RETRIES:
+                self._align_retries += 1
+                loop = asyncio.get_running_loop()
+                self._align_timer = loop.call_later(ALIGN_RETRY_SECONDS, self._align)
+                return
             if skipped > 0:
                 gap = logged[:skipped]
+        self._aligned = True
+        self._pending = bytearray()
         if gap or pending:
             self._deliver(gap + pending)
 
@@ -367,7 +377,7 @@ class TerminalHub:
 
     def _backend_closed(self) -> None:
         if not self._aligned:
-            self._align()
+            self._align(final=True)
         if self._closed:
             return
         self._closed = True
