@@ -286,33 +286,12 @@ def test_a_late_viewer_first_gets_recent_serial_output_then_live_bytes(
             assert next_output(first) == b"live\r\n"
 
 
+@pytest.mark.parametrize("socket_first", [False, True], ids=["logged-first", "sent-first"])
 def test_output_logged_before_the_proxy_was_connected_is_filled_in_from_the_log(
-    console_proxy, fake_backend, running_instance, operator, owner
+    console_proxy, fake_backend, running_instance, operator, owner, socket_first
 ):
-    instance = running_instance
-    fake_backend.serial_log.write_bytes(b"old\r\n")
-    with open_console(
-        console_proxy, instance, ticket=issue_ticket(operator, instance), cookie_user=operator
-    ) as first:
-        assert control(first, "hello")["position"] == 5
-        with fake_backend.serial_log.open("ab") as log:  # printed while QEMU had no client
-            log.write(b"raced\r\n" + b"$ prompt")
-        fake_backend.emit("serial", b"$ prompt")
-        assert next_output(first) == b"old\r\n"
-        assert next_output(first) == b"raced\r\n$ prompt"  # the gap is filled from the log
-        with open_console(
-            console_proxy, instance, ticket=issue_ticket(owner, instance), cookie_user=owner
-        ) as second:
-            hello = control(second, "hello")
-            assert hello["position"] == len(b"old\r\nraced\r\n$ prompt")
-            assert next_output(second) == b"old\r\nraced\r\n$ prompt"
-
-
-def test_output_the_socket_brings_before_the_log_has_it_is_looked_up_again(
-    console_proxy, fake_backend, running_instance, operator, owner
-):
-    """QEMU writes the log just after the socket: the alignment waits for the log to catch up
-    rather than count the gap in front of those bytes as never printed."""
+    """QEMU logs even while it has no client; and it writes the log just after the socket, so
+    bytes the socket brings first are looked up again rather than counting the gap as unseen."""
     instance = running_instance
     fake_backend.serial_log.write_bytes(b"old\r\n")
     with open_console(
@@ -321,16 +300,20 @@ def test_output_the_socket_brings_before_the_log_has_it_is_looked_up_again(
         assert control(first, "hello")["position"] == 5
         with fake_backend.serial_log.open("ab") as log:  # printed while QEMU had no client
             log.write(b"raced\r\n")
-        fake_backend.emit("serial", b"$ prompt")
-        time.sleep(0.2)  # longer than ALIGN_SECONDS: the first look misses it
+        if socket_first:
+            fake_backend.emit("serial", b"$ prompt")
+            time.sleep(0.2)  # longer than ALIGN_SECONDS: the first look misses it
         with fake_backend.serial_log.open("ab") as log:
             log.write(b"$ prompt")
+        if not socket_first:
+            fake_backend.emit("serial", b"$ prompt")
         assert next_output(first) == b"old\r\n"
-        assert next_output(first) == b"raced\r\n$ prompt"
+        assert next_output(first) == b"raced\r\n$ prompt"  # the gap is filled from the log
         with open_console(
             console_proxy, instance, ticket=issue_ticket(owner, instance), cookie_user=owner
         ) as second:
-            assert control(second, "hello")["position"] == len(b"old\r\nraced\r\n$ prompt")
+            hello = control(second, "hello")
+            assert hello["position"] == len(b"old\r\nraced\r\n$ prompt")
             assert next_output(second) == b"old\r\nraced\r\n$ prompt"
 
 
