@@ -168,6 +168,13 @@ class AwsVmBackend:
             raise BackendError(gone_message(target.job, target.vm.instance_id, vm))
         return vm
 
+    def _reach(self, target: JobVm, state: str, timeout: float, failure: str) -> Ec2Vm:
+        """_wait_for one state; past the timeout, a retryable BackendError saying `failure`."""
+        vm = self._wait_for(target, frozenset({state}), timeout)
+        if vm is None:
+            raise BackendError(f"EC2 instance {target.vm.instance_id} {failure}", retryable=True)
+        return vm
+
     def _wait_for(self, target: JobVm, states: frozenset[str], timeout: float) -> Ec2Vm | None:
         """Poll until EC2 reports one of `states`; None when the timeout passes first."""
         deadline = time.monotonic() + timeout
@@ -206,13 +213,9 @@ class AwsVmBackend:
         if vm.state not in ("pending", "running"):
             self._call(target, "start_instances")
         remaining = max(0.0, deadline - time.monotonic())
-        running = self._wait_for(target, frozenset({"running"}), remaining)
-        if running is None:
-            raise BackendError(
-                f"EC2 instance {target.vm.instance_id} did not reach running within "
-                f"{SETTLE_SECONDS} s.",
-                retryable=True,
-            )
+        running = self._reach(
+            target, "running", remaining, f"did not reach running within {SETTLE_SECONDS} s."
+        )
         self._record(target, running)
 
     def shutdown(self, machine_id: str) -> None:
@@ -240,14 +243,12 @@ class AwsVmBackend:
         if vm.state != "stopped":
             self._refuse_stop_in_group(target)
             self._call(target, "stop_instances", Force=True)
-            stopped = self._wait_for(target, frozenset({"stopped"}), SETTLE_SECONDS)
-            if stopped is None:
-                raise BackendError(
-                    f"EC2 instance {target.vm.instance_id} did not stop within "
-                    f"{SETTLE_SECONDS} s of a forced stop.",
-                    retryable=True,
-                )
-            vm = stopped
+            vm = self._reach(
+                target,
+                "stopped",
+                SETTLE_SECONDS,
+                f"did not stop within {SETTLE_SECONDS} s of a forced stop.",
+            )
         self._record(target, vm)
 
     def restart(self, machine_id: str) -> None:
