@@ -107,7 +107,9 @@ def machine_shutdown(instance_id: int) -> None:
 
     1. Press; the backend waits for the power-off (QEMU: its SHUTDOWN event), pressing again
        every ACPI_REPEAT_SECONDS: a guest still booting has no ACPI daemon yet.
-    2. Past SHUTDOWN_TIMEOUT the instance goes back to Running with a message.
+    2. Past SHUTDOWN_TIMEOUT the instance goes back to Running with a message. The backend then
+       forgets the stop it was asked for, here and after an error: a later crash of this guest
+       is a crash for its run strategy, not the stop the user gave up on.
     3. Stopped is recorded as soon as the guest is off; the status read after it ends the
        machine's process and releases its helpers, which the user need not wait for.
     """
@@ -130,15 +132,24 @@ def machine_shutdown(instance_id: int) -> None:
                     f"The guest did not power off within {SHUTDOWN_TIMEOUT} s of the ACPI "
                     "signal. Use Force Shutdown if it is unresponsive.",
                 )
+                _withdraw_shutdown(instance)
                 return
     except BackendError as error:
         _fail(instance, PowerState.STOPPING, error, "shutdown")
+        _withdraw_shutdown(instance)
         return
     _settle(instance_id, PowerState.STOPPING, PowerState.STOPPED, last_exit=LastExit.REQUESTED)
     try:
         backend.status(instance.machine_id)
     except BackendError as error:  # the reconciler reads the status again within seconds
         log.warning("tidying up %s after its shutdown failed: %s", instance.machine_id, error)
+
+
+def _withdraw_shutdown(instance: Instance) -> None:
+    try:
+        backend_named(instance.backend).withdraw_shutdown(instance.machine_id)
+    except BackendError as error:  # then a later crash reads as the stop asked for
+        log.warning("withdrawing the shutdown of %s: %s", instance.machine_id, error.message)
 
 
 def machine_force_stop(instance_id: int) -> None:

@@ -23,6 +23,7 @@ class ScriptedBackend:
         self.waits = waits
         self.presses = 0
         self.status_reads = 0
+        self.withdrawals = 0
 
     def shutdown(self, machine_id: str) -> None:
         self.presses += 1
@@ -33,6 +34,9 @@ class ScriptedBackend:
         if isinstance(answer, BaseException):
             raise answer
         return bool(answer)
+
+    def withdraw_shutdown(self, machine_id: str) -> None:
+        self.withdrawals += 1
 
     def status(self, machine_id: str) -> MachineStatus:
         self.status_reads += 1
@@ -66,6 +70,7 @@ def test_a_guest_that_powers_off_is_recorded_stopped_then_tidied_up(scripted):
     assert (instance.power_state, instance.last_exit) == (PowerState.STOPPED, LastExit.REQUESTED)
     assert backend.presses == 1
     assert backend.status_reads == 1  # the status read after Stopped ends the machine's process
+    assert backend.withdrawals == 0
 
 
 def test_a_guest_that_does_not_react_is_pressed_again(scripted, monkeypatch):
@@ -79,20 +84,22 @@ def test_a_guest_that_does_not_react_is_pressed_again(scripted, monkeypatch):
 
 def test_a_guest_that_never_powers_off_goes_back_to_running_with_a_message(scripted, monkeypatch):
     monkeypatch.setattr(machines, "SHUTDOWN_TIMEOUT", 0)
-    _, instance = scripted([False])
+    backend, instance = scripted([False])
     machines.machine_shutdown(instance.pk)
     instance.refresh_from_db()
     assert instance.power_state == PowerState.RUNNING
     assert "did not power off within 0 s" in instance.power_message
     assert "Force Shutdown" in instance.power_message
+    assert backend.withdrawals == 1  # a later crash is a crash again, for the run strategy
 
 
 def test_a_backend_error_is_shown_on_the_instance(scripted):
-    _, instance = scripted([BackendError("QEMU's monitor stayed busy for 10 s."), True])
+    backend, instance = scripted([BackendError("QEMU's monitor stayed busy for 10 s."), True])
     machines.machine_shutdown(instance.pk)
     instance.refresh_from_db()
     assert instance.power_state == PowerState.RUNNING  # what the backend reports
     assert instance.power_message == "QEMU's monitor stayed busy for 10 s."
+    assert backend.withdrawals == 1
 
 
 def test_a_shutdown_that_arrives_after_the_state_moved_on_does_nothing(scripted):

@@ -208,6 +208,14 @@ class QemuBackend:
             time.sleep(0.05)
         return True
 
+    def withdraw_shutdown(self, machine_id: str) -> None:
+        """Forget the stop shutdown() asked for, unless the guest went off meanwhile (then it did
+        as it was asked, and the status read records it so)."""
+        run = self._run_folder(machine_id)
+        with run.lock():
+            if self._settle(run).power is Power.RUNNING:
+                run.clear_stop_requested()
+
     def _poll_powered_off(self, machine_id: str, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         while self.status(machine_id).power is Power.RUNNING:

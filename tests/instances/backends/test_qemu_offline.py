@@ -3,6 +3,7 @@
 import io
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -16,7 +17,7 @@ import pycdlib
 import pytest
 
 from instances.backends.base import BackendError, CloudInitSeed, ExitKind, FirmwareSpec, Power
-from instances.backends.qemu import QemuBackend
+from instances.backends.qemu import QemuBackend, process
 from instances.backends.qemu.agent import GuestAgent
 from instances.backends.qemu.firmware import firmware_for, prepare_vars
 from instances.backends.qemu.network import bridge_name, tap_name
@@ -355,6 +356,26 @@ def test_a_stale_reader_never_ends_the_run_a_start_began_meanwhile(fake_qemu):
 def test_a_guest_powered_off_after_our_shutdown_request_reads_requested(fake_qemu):
     backend = fake_qemu("shutdown")
     backend._run_folder("i-1").mark_stop_requested()
+    assert backend.status("i-1").exit is ExitKind.REQUESTED
+
+
+def test_after_a_withdrawn_shutdown_a_killed_qemu_reads_crashed(fake_qemu):
+    backend = fake_qemu("running")
+    run = backend._run_folder("i-1")
+    run.mark_stop_requested()  # a shutdown the guest ignored
+    backend.withdraw_shutdown("i-1")
+    assert not run.stop_requested()
+    pid = run.read_pid()
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    assert process.wait_gone(pid, str(run.qmp_socket), timeout=5)
+    assert backend.status("i-1").exit is ExitKind.CRASHED  # Always and RerunOnFailure restart it
+
+
+def test_a_guest_that_went_off_before_its_shutdown_was_withdrawn_reads_requested(fake_qemu):
+    backend = fake_qemu("shutdown")
+    backend._run_folder("i-1").mark_stop_requested()
+    backend.withdraw_shutdown("i-1")
     assert backend.status("i-1").exit is ExitKind.REQUESTED
 
 
