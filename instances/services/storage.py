@@ -3,6 +3,7 @@
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Q
 
 from instances import actions
 from instances.access import project_role
@@ -50,9 +51,7 @@ def disk_attach(*, disk: Disk, instance: Instance, actor: AbstractBaseUser) -> N
     if disk.project_id != instance.project_id:
         raise ValidationError({"disk": "Choose a disk of this project."})
     if disk.instance_id and disk.instance_id != instance.pk:
-        raise ValidationError(
-            {"disk": f"{disk.name} is attached to {disk.instance}; detach it first."}
-        )
+        raise _attached_elsewhere(disk)
     if (
         disk.role == DiskRole.ROOT
         and instance.disks.filter(role=DiskRole.ROOT).exclude(pk=disk.pk).exists()
@@ -61,11 +60,21 @@ def disk_attach(*, disk: Disk, instance: Instance, actor: AbstractBaseUser) -> N
     with transaction.atomic():
         disk.instance = instance
         disk.full_clean()
-        disk.save(update_fields=["instance"])
+        # the disk was read before this transaction: it is taken only if still free (or ours)
+        if not Disk.objects.filter(Q(instance=None) | Q(instance=instance), pk=disk.pk).update(
+            instance=instance
+        ):
+            disk.refresh_from_db(fields=["instance"])
+            raise _attached_elsewhere(disk)
         audit_record(actor=actor, action="disk.attach", project=instance.project, target=disk,
                      detail={"instance": instance.name})  # fmt: skip
         if instance.power_state == PowerState.RUNNING:
             enqueue_host_task(instance, "instances.disk_hotplug", disk.pk)
+
+
+def _attached_elsewhere(disk: Disk) -> ValidationError:
+    message = f"{disk.name} is attached to {disk.instance}; detach it first."
+    return ValidationError({"disk": message})
 
 
 def disk_detach(*, disk: Disk, actor: AbstractBaseUser) -> None:
@@ -75,8 +84,15 @@ def disk_detach(*, disk: Disk, actor: AbstractBaseUser) -> None:
         raise ActionRefused(f"{disk.name} is not attached.")
     actions.require(actions.detach_disk(instance, project_role(actor, instance.project)))
     with transaction.atomic():
+        # both were read before this transaction: the disk is still on that instance, still off
+        if not Disk.objects.filter(
+            pk=disk.pk, instance=instance, instance__power_state__in=actions.STOPPED_STATES
+        ).update(instance=None):
+            disk.refresh_from_db(fields=["instance"])
+            instance.refresh_from_db(fields=["power_state"])
+            actions.require(actions.detach_disk(instance, project_role(actor, instance.project)))
+            raise ActionRefused(f"{disk.name} is no longer attached to {instance.name}.")
         disk.instance = None
-        disk.save(update_fields=["instance"])
         audit_record(actor=actor, action="disk.detach", project=instance.project, target=disk,
                      detail={"instance": instance.name})  # fmt: skip
 

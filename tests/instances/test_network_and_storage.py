@@ -3,7 +3,7 @@ from django.core.exceptions import ValidationError
 
 from instances.choices import DiskRole, ImageKind, LinkState, PowerState
 from instances.errors import ActionRefused
-from instances.models import ElasticIP
+from instances.models import AuditEvent, Disk, ElasticIP
 from instances.services import network, storage
 from instances.services.instances import DiskRequest, instance_create
 from tests.factories import ImageFactory, instance_request
@@ -87,6 +87,32 @@ def test_a_persistent_disk_is_detached_only_from_a_stopped_instance(instance, op
     assert disk.instance is None
 
 
+def test_a_disk_is_not_detached_from_an_instance_started_meanwhile(instance, operator):
+    disk = instance.disks.get(role=DiskRole.SECONDARY)
+    instance.power_state = PowerState.STOPPED
+    instance.save(update_fields=["power_state"])
+    seen = Disk.objects.select_related("instance").get(pk=disk.pk)  # as the page read it: off
+    running(instance)
+    with pytest.raises(ActionRefused, match="Stop the instance before detaching a persistent disk"):
+        storage.disk_detach(disk=seen, actor=operator)
+    assert Disk.objects.get(pk=disk.pk).instance == instance
+
+
+def test_a_disk_detached_meanwhile_is_not_detached_again(instance, project, operator, subnet):
+    disk = instance.disks.get(role=DiskRole.SECONDARY)
+    instance.power_state = PowerState.STOPPED
+    instance.save(update_fields=["power_state"])
+    seen = Disk.objects.select_related("instance").get(pk=disk.pk)
+    storage.disk_detach(disk=disk, actor=operator)
+    other = instance_create(
+        project=project, actor=operator, request=instance_request(subnet, name="web-2")
+    )
+    storage.disk_attach(disk=disk, instance=other, actor=operator)
+    with pytest.raises(ActionRefused, match="is no longer attached to web-1"):
+        storage.disk_detach(disk=seen, actor=operator)
+    assert Disk.objects.get(pk=disk.pk).instance == other
+
+
 def test_a_disk_of_another_zone_cannot_be_attached(instance, project, operator):
     far = storage.disk_create(
         project=project, actor=operator, name="far", zone="local-1b", size_gb=1
@@ -105,6 +131,23 @@ def test_an_attached_disk_cannot_be_attached_elsewhere(instance, project, operat
     disk = instance.disks.get(role=DiskRole.SECONDARY)
     with pytest.raises(ValidationError, match="is attached to web-1; detach it first"):
         storage.disk_attach(disk=disk, instance=other, actor=operator)
+
+
+def test_a_free_disk_taken_meanwhile_is_not_attached_twice(instance, project, operator, subnet):
+    other = instance_create(
+        project=project, actor=operator, request=instance_request(subnet, name="web-2")
+    )
+    free = storage.disk_create(
+        project=project, actor=operator, name="data", zone="local-1a", size_gb=1
+    )
+    seen_free = Disk.objects.get(pk=free.pk)  # as a second user's page read it
+    storage.disk_attach(disk=free, instance=instance, actor=operator)
+    events = AuditEvent.objects.count()
+    with pytest.raises(ValidationError) as caught:
+        storage.disk_attach(disk=seen_free, instance=other, actor=operator)
+    assert caught.value.message_dict["disk"] == ["data is attached to web-1; detach it first."]
+    assert Disk.objects.get(pk=free.pk).instance == instance
+    assert AuditEvent.objects.count() == events  # nothing recorded for the refused attach
 
 
 def test_disks_only_grow(instance, operator):
