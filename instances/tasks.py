@@ -4,33 +4,44 @@ Node-local tasks (everything that touches a machine) are sent to the instance's 
 services.queueing; the periodic reconcile fans out to every host that has instances.
 """
 
-from celery import shared_task
+from celery import Task, shared_task
 from django.conf import settings
 
 from instances.backends import LOCAL_BACKENDS
 from instances.backends.base import BackendError
 from instances.models import Instance
-from instances.services import machines
+from instances.services import machines, power
 
 RETRY = {"autoretry_for": (BackendError,), "max_retries": 3, "retry_backoff": True}
 
 
-@shared_task(name="instances.machine_start")
+class PowerTask(Task):
+    """A power operation on one instance (its id is the first argument), which a request left
+    in the operation's transitional state: an unexpected error settles it at once."""
+
+    action = ""  # a key of services.power.OPERATIONS
+
+    def on_failure(self, exc, task_id, args, kwargs, einfo):  # type: ignore[no-untyped-def]
+        _, transitional, _ = power.OPERATIONS[self.action]
+        machines.power_task_failed(args[0], self.action, transitional, exc)
+
+
+@shared_task(name="instances.machine_start", base=PowerTask, action="start")
 def machine_start(instance_id: int) -> None:
     machines.machine_start(instance_id)
 
 
-@shared_task(name="instances.machine_shutdown")
+@shared_task(name="instances.machine_shutdown", base=PowerTask, action="shutdown")
 def machine_shutdown(instance_id: int) -> None:
     machines.machine_shutdown(instance_id)
 
 
-@shared_task(name="instances.machine_force_stop")
+@shared_task(name="instances.machine_force_stop", base=PowerTask, action="force_stop")
 def machine_force_stop(instance_id: int) -> None:
     machines.machine_force_stop(instance_id)
 
 
-@shared_task(name="instances.machine_restart")
+@shared_task(name="instances.machine_restart", base=PowerTask, action="restart")
 def machine_restart(instance_id: int) -> None:
     machines.machine_restart(instance_id)
 

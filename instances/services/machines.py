@@ -86,6 +86,21 @@ def _fail(instance: Instance, expected: str, error: BackendError, action: str) -
     )
 
 
+def power_task_failed(instance_id: int, action: str, expected: str, error: BaseException) -> None:
+    """A power task died of an error it did not expect (a bug, the database going away): settle
+    the instance now, as a backend error would, rather than leave it in its transitional state
+    until the reconciler calls it stuck. The user sees what failed; the log has the rest."""
+    instance = _claimed(instance_id, expected)
+    if instance is None:  # settled before the error, or by someone else
+        return
+    what = action.replace("_", " ")
+    message = (
+        f"The {what} failed on the host's worker ({type(error).__name__}); the worker's log has "
+        "the details."
+    )
+    _fail(instance, expected, BackendError(message), action)
+
+
 def machine_start(instance_id: int) -> None:
     instance = _claimed(instance_id, PowerState.STARTING)
     if instance is None:

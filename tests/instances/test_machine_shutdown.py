@@ -3,10 +3,10 @@ again while a guest does not react, gives up with a message, and settles what th
 
 import pytest
 
-from instances import backends
+from instances import backends, tasks
 from instances.backends.base import BackendError, MachineStatus, Power
-from instances.choices import LastExit, PowerState
-from instances.models import Instance
+from instances.choices import LastExit, Outcome, PowerState
+from instances.models import AuditEvent, Instance
 from instances.services import machines
 from instances.services.instances import instance_create
 from tests.factories import instance_request
@@ -100,6 +100,19 @@ def test_a_backend_error_is_shown_on_the_instance(scripted):
     assert instance.power_state == PowerState.RUNNING  # what the backend reports
     assert instance.power_message == "QEMU's monitor stayed busy for 10 s."
     assert backend.withdrawals == 1
+
+
+@pytest.mark.django_db(transaction=True)  # the task's end closes the connection, as in a worker
+def test_an_error_the_task_did_not_expect_settles_the_instance_at_once(scripted):
+    _, instance = scripted([RuntimeError("a bug"), True])  # the backend then reads running
+    assert tasks.machine_shutdown.apply(args=[instance.pk]).failed()
+    instance.refresh_from_db()
+    assert instance.power_state == PowerState.RUNNING  # not Stopping until the reconciler's turn
+    assert instance.power_message == (
+        "The shutdown failed on the host's worker (RuntimeError); the worker's log has the details."
+    )
+    event = AuditEvent.objects.get(action="instance.shutdown", outcome=Outcome.FAILURE)
+    assert event.message == instance.power_message
 
 
 def test_a_shutdown_that_arrives_after_the_state_moved_on_does_nothing(scripted):
