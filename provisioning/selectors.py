@@ -2,10 +2,9 @@
 
 from dataclasses import dataclass
 
-from instances.models import Instance
 from provisioning.choices import JobStatus
 from provisioning.infra import InfraConfig, VmRecord
-from provisioning.models import ProvisioningJob
+from provisioning.models import JobInstance, ProvisioningJob
 
 
 @dataclass(frozen=True)
@@ -18,18 +17,17 @@ class JobVm:
 
 
 def job_vm_for_instance(instance_id: int) -> JobVm | None:
-    """The job VM registered as this instance (stepRegisterSpace records the instance's id on
-    the VM), or None. Looks through the jobs of the instance's project, newest first."""
-    project_id = Instance.objects.filter(pk=instance_id).values_list("project_id", flat=True)
-    jobs = (
-        ProvisioningJob.objects.filter(project_id__in=project_id)
-        .exclude(status=JobStatus.DELETED)
-        .select_related("account", "project")
-        .order_by("-pk")
+    """The job VM registered as this instance (stepRegisterSpace links the two), or None."""
+    link = (
+        JobInstance.objects.filter(instance_id=instance_id)
+        .exclude(job__status=JobStatus.DELETED)
+        .select_related("job__account", "job__project")
+        .first()
     )
-    for job in jobs:
-        config = InfraConfig.from_json(job.config)
-        for vm in config.vms:
-            if vm.console_instance_id == instance_id:
-                return JobVm(job=job, config=config, vm=vm)
+    if link is None:
+        return None
+    config = InfraConfig.from_json(link.job.config)
+    for vm in config.vms:
+        if vm.console_instance_id == instance_id:
+            return JobVm(job=link.job, config=config, vm=vm)
     return None

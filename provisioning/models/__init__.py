@@ -1,4 +1,4 @@
 from .accounts import CloudAccount
-from .jobs import JobStep, ProvisioningJob
+from .jobs import JobInstance, JobStep, ProvisioningJob
 
-__all__ = ["CloudAccount", "JobStep", "ProvisioningJob"]
+__all__ = ["CloudAccount", "JobInstance", "JobStep", "ProvisioningJob"]

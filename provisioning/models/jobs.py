@@ -67,6 +67,20 @@ class ProvisioningJob(models.Model):
         return self.status in JOB_TRANSITIONAL
 
 
+class JobInstance(models.Model):
+    """The job whose VM an instance row stands for, written by stepRegisterSpace: a power
+    operation or a details page finds the VM's job at once, not by reading every job's config.
+    The VM's own record stays in the job's config."""
+
+    instance = models.OneToOneField(
+        "instances.Instance", on_delete=models.CASCADE, related_name="job_link"
+    )
+    job = models.ForeignKey(ProvisioningJob, on_delete=models.CASCADE, related_name="instances")
+
+    def __str__(self) -> str:
+        return f"instance {self.instance_id} of job {self.job_id}"
+
+
 class JobStep(models.Model):
     """One pipeline step of a job, by the seed's name (stepCreateNetwork, ...).
 

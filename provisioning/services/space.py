@@ -6,7 +6,7 @@ from django.utils import timezone
 from instances.choices import PowerState
 from instances.models import Instance
 from provisioning.infra import InfraConfig
-from provisioning.models import ProvisioningJob
+from provisioning.models import JobInstance, ProvisioningJob
 from provisioning.prices import INSTANCE_SIZES
 
 BACKEND = "aws"
@@ -42,6 +42,7 @@ def space_register(*, job: ProvisioningJob, config: InfraConfig, vms: list[dict[
             instance.state_changed_at = timezone.now()
             instance.save(update_fields=["power_state", "power_message", "state_changed_at"])
             vm.console_instance_id = instance.pk
+            JobInstance.objects.update_or_create(instance=instance, defaults={"job": job})
         config.space = {
             "registered_at": timezone.now().isoformat(timespec="seconds"),
             "instances": [vm.console_instance_id for vm in config.vms],
@@ -54,7 +55,7 @@ def space_register(*, job: ProvisioningJob, config: InfraConfig, vms: list[dict[
 
 
 def space_unregister(*, job: ProvisioningJob, config: InfraConfig) -> None:
-    """The VMs are gone: remove their instance rows."""
+    """The VMs are gone: remove their instance rows (and with them their links to the job)."""
     ids = [vm.console_instance_id for vm in config.vms if vm.console_instance_id]
     Instance.objects.filter(pk__in=ids, project=job.project, backend=BACKEND).delete()
     for vm in config.vms:

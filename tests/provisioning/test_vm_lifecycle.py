@@ -2,7 +2,10 @@
 and the rules that keep disks, interfaces and consoles away from them (no worker here; see
 test_vm_power.py for power operations through a real one)."""
 
+import importlib
+
 import pytest
+from django.apps import apps as django_apps
 from django.utils import timezone
 
 from instances.actions import instance_allowed_actions, instance_console_actions
@@ -15,8 +18,9 @@ from instances.services import network, storage
 from instances.services.queueing import host_queue
 from provisioning.choices import JobStatus
 from provisioning.infra import InfraConfig
-from provisioning.models import CloudAccount, ProvisioningJob
+from provisioning.models import CloudAccount, JobInstance, ProvisioningJob
 from provisioning.pipeline import job_run_inline
+from provisioning.selectors import job_vm_for_instance
 from provisioning.services.vms import jobs_refresh_vms
 from tests.provisioning.moto import raw_client
 from tests.provisioning.proxy import SlowProxy
@@ -127,6 +131,31 @@ def test_a_vm_ec2_has_forgotten_is_reported_as_gone(aws, landed):
     ProvisioningJob.objects.filter(pk=landed.pk).update(config=config.to_json())
     with pytest.raises(BackendError, match="EC2 has no instance i-0123456789abcdef0 in us-east-1"):
         backend_named("aws").status(first.machine_id)
+
+
+def test_an_instance_reads_only_its_own_jobs_config(
+    landed, make_job, monkeypatch, django_assert_num_queries
+):
+    for name in ("api", "db", "cache"):
+        make_job(name)  # newer jobs of the project, read first by a scan
+    read = []
+    parse = InfraConfig.from_json
+    monkeypatch.setattr(InfraConfig, "from_json", lambda data: read.append(data) or parse(data))
+    first = instances_of(landed)[0]
+    with django_assert_num_queries(1):
+        found = job_vm_for_instance(first.pk)
+    assert found is not None
+    assert (found.job, found.vm.console_instance_id) == (landed, first.pk)
+    assert read == [landed.config]
+
+
+def test_jobs_registered_before_the_links_get_them_from_their_configs(landed):
+    instances = instances_of(landed)
+    JobInstance.objects.all().delete()
+    migration = importlib.import_module("provisioning.migrations.0003_job_instance")
+    migration.link_registered_instances(django_apps, None)
+    links = JobInstance.objects.order_by("instance__name")
+    assert [(link.instance, link.job) for link in links] == [(i, landed) for i in instances]
 
 
 def test_an_instance_that_is_no_vm_of_a_job_says_so(aws, landed):
