@@ -4,13 +4,18 @@ Node-local tasks (everything that touches a machine) are sent to the instance's 
 services.queueing; the periodic reconcile fans out to every host that has instances.
 """
 
+import logging
+
 from celery import Task, shared_task
 from django.conf import settings
+from django.db import close_old_connections
 
 from instances.backends import LOCAL_BACKENDS
 from instances.backends.base import BackendError
 from instances.models import Instance
 from instances.services import machines, power
+
+log = logging.getLogger(__name__)
 
 RETRY = {"autoretry_for": (BackendError,), "max_retries": 3, "retry_backoff": True}
 
@@ -23,7 +28,11 @@ class PowerTask(Task):
 
     def on_failure(self, exc, task_id, args, kwargs, einfo):  # type: ignore[no-untyped-def]
         _, transitional, _ = power.OPERATIONS[self.action]
-        machines.power_task_failed(args[0], self.action, transitional, exc)
+        close_old_connections()  # the error may have been the database's: not yet done after it
+        try:
+            machines.power_task_failed(args[0], self.action, transitional)
+        except Exception:  # the reconciler settles it later, as a stuck transition
+            log.exception("settling instance %s after its failed %s", args[0], self.action)
 
 
 @shared_task(name="instances.machine_start", base=PowerTask, action="start")

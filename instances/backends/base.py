@@ -143,9 +143,9 @@ class Backend(Protocol):
         does that.
         """
 
-    def withdraw_shutdown(self, machine_id: str) -> None:
-        """The shutdown asked for was given up on while the guest stayed on: a stop from now on
-        is the guest's own or a crash, which the run strategies act on."""
+    def withdraw_stop(self, machine_id: str) -> None:
+        """A stop asked for (Shutdown, Force Shutdown) was given up on while the guest stayed on:
+        a stop from now on is the guest's own or a crash, which the run strategies act on."""
 
     def force_stop(self, machine_id: str) -> None: ...
 

@@ -86,18 +86,17 @@ def _fail(instance: Instance, expected: str, error: BackendError, action: str) -
     )
 
 
-def power_task_failed(instance_id: int, action: str, expected: str, error: BaseException) -> None:
+def power_task_failed(instance_id: int, action: str, expected: str) -> None:
     """A power task died of an error it did not expect (a bug, the database going away): settle
     the instance now, as a backend error would, rather than leave it in its transitional state
-    until the reconciler calls it stuck. The user sees what failed; the log has the rest."""
+    until the reconciler calls it stuck. The user sees what failed; Celery logs the error."""
     instance = _claimed(instance_id, expected)
-    if instance is None:  # settled before the error, or by someone else
+    if instance is None:  # settled before the error, or moved on
         return
+    if expected == PowerState.STOPPING:
+        _withdraw_stop(instance)
     what = action.replace("_", " ")
-    message = (
-        f"The {what} failed on the host's worker ({type(error).__name__}); the worker's log has "
-        "the details."
-    )
+    message = f"The {what} failed on the host's worker; the worker's log has the details."
     _fail(instance, expected, BackendError(message), action)
 
 
@@ -122,9 +121,9 @@ def machine_shutdown(instance_id: int) -> None:
 
     1. Press; the backend waits for the power-off (QEMU: its SHUTDOWN event), pressing again
        every ACPI_REPEAT_SECONDS: a guest still booting has no ACPI daemon yet.
-    2. Past SHUTDOWN_TIMEOUT the instance goes back to Running with a message. The backend then
-       forgets the stop it was asked for, here and after an error: a later crash of this guest
-       is a crash for its run strategy, not the stop the user gave up on.
+    2. Past SHUTDOWN_TIMEOUT the instance goes back to Running with a message. The backend
+       forgets the stop it was asked for first, here and after any error: a later crash of this
+       guest is a crash for its run strategy, not the stop the user gave up on.
     3. Stopped is recorded as soon as the guest is off; the status read after it ends the
        machine's process and releases its helpers, which the user need not wait for.
     """
@@ -140,6 +139,7 @@ def machine_shutdown(instance_id: int) -> None:
             if backend.wait_powered_off(instance.machine_id, wait):
                 break
             if time.monotonic() >= deadline:
+                _withdraw_stop(instance)  # first: once Running, a new Shutdown may press
                 _settle(
                     instance_id,
                     PowerState.STOPPING,
@@ -147,11 +147,10 @@ def machine_shutdown(instance_id: int) -> None:
                     f"The guest did not power off within {SHUTDOWN_TIMEOUT} s of the ACPI "
                     "signal. Use Force Shutdown if it is unresponsive.",
                 )
-                _withdraw_shutdown(instance)
                 return
     except BackendError as error:
+        _withdraw_stop(instance)
         _fail(instance, PowerState.STOPPING, error, "shutdown")
-        _withdraw_shutdown(instance)
         return
     _settle(instance_id, PowerState.STOPPING, PowerState.STOPPED, last_exit=LastExit.REQUESTED)
     try:
@@ -160,11 +159,11 @@ def machine_shutdown(instance_id: int) -> None:
         log.warning("tidying up %s after its shutdown failed: %s", instance.machine_id, error)
 
 
-def _withdraw_shutdown(instance: Instance) -> None:
+def _withdraw_stop(instance: Instance) -> None:
     try:
-        backend_named(instance.backend).withdraw_shutdown(instance.machine_id)
+        backend_named(instance.backend).withdraw_stop(instance.machine_id)
     except BackendError as error:  # then a later crash reads as the stop asked for
-        log.warning("withdrawing the shutdown of %s: %s", instance.machine_id, error.message)
+        log.warning("withdrawing the stop of %s: %s", instance.machine_id, error.message)
 
 
 def machine_force_stop(instance_id: int) -> None:
@@ -174,6 +173,7 @@ def machine_force_stop(instance_id: int) -> None:
     try:
         backend_named(instance.backend).force_stop(instance.machine_id)
     except BackendError as error:
+        _withdraw_stop(instance)
         _fail(instance, PowerState.STOPPING, error, "force_stop")
         return
     _settle(instance_id, PowerState.STOPPING, PowerState.STOPPED, last_exit=LastExit.REQUESTED)

@@ -47,34 +47,52 @@ def disk_create(
 
 def disk_attach(*, disk: Disk, instance: Instance, actor: AbstractBaseUser) -> None:
     """Attach a free disk; a running instance gets it hot-plugged (virtio) at once."""
-    actions.require(actions.configure(instance, project_role(actor, instance.project)))
+    role = project_role(actor, instance.project)
+    actions.require(actions.configure(instance, role))
     if disk.project_id != instance.project_id:
         raise ValidationError({"disk": "Choose a disk of this project."})
     if disk.instance_id and disk.instance_id != instance.pk:
-        raise _attached_elsewhere(disk)
+        raise _attached_elsewhere(disk.name, disk.instance)
     if (
         disk.role == DiskRole.ROOT
         and instance.disks.filter(role=DiskRole.ROOT).exclude(pk=disk.pk).exists()
     ):
         raise ValidationError({"disk": f"{instance.name} already has a root disk."})
     with transaction.atomic():
+        _lock_power_state(instance)
+        actions.require(actions.configure(instance, role))
         disk.instance = instance
         disk.full_clean()
         # the disk was read before this transaction: it is taken only if still free (or ours)
         if not Disk.objects.filter(Q(instance=None) | Q(instance=instance), pk=disk.pk).update(
             instance=instance
         ):
-            disk.refresh_from_db(fields=["instance"])
-            raise _attached_elsewhere(disk)
+            holder = Disk.objects.filter(pk=disk.pk).values_list("instance__name", flat=True)
+            if not holder:
+                raise ActionRefused(f"{disk.name} has been deleted.")
+            raise _attached_elsewhere(disk.name, holder[0])
         audit_record(actor=actor, action="disk.attach", project=instance.project, target=disk,
                      detail={"instance": instance.name})  # fmt: skip
         if instance.power_state == PowerState.RUNNING:
             enqueue_host_task(instance, "instances.disk_hotplug", disk.pk)
 
 
-def _attached_elsewhere(disk: Disk) -> ValidationError:
-    message = f"{disk.name} is attached to {disk.instance}; detach it first."
-    return ValidationError({"disk": message})
+def _attached_elsewhere(name: str, holder: object) -> ValidationError:
+    return ValidationError({"disk": f"{name} is attached to {holder}; detach it first."})
+
+
+def _lock_power_state(instance: Instance) -> None:
+    """Lock the instance's row until the transaction ends and read its power state afresh: a
+    Start claimed meanwhile is seen here, and one claimed later waits for this change."""
+    state = (
+        Instance.objects.select_for_update()
+        .filter(pk=instance.pk)
+        .values_list("power_state", flat=True)
+        .first()
+    )
+    if state is None:
+        raise ActionRefused(f"{instance.name} has been deleted.")
+    instance.power_state = state
 
 
 def disk_detach(*, disk: Disk, actor: AbstractBaseUser) -> None:
@@ -82,15 +100,12 @@ def disk_detach(*, disk: Disk, actor: AbstractBaseUser) -> None:
     instance = disk.instance
     if instance is None:
         raise ActionRefused(f"{disk.name} is not attached.")
-    actions.require(actions.detach_disk(instance, project_role(actor, instance.project)))
+    role = project_role(actor, instance.project)
+    actions.require(actions.detach_disk(instance, role))
     with transaction.atomic():
-        # both were read before this transaction: the disk is still on that instance, still off
-        if not Disk.objects.filter(
-            pk=disk.pk, instance=instance, instance__power_state__in=actions.STOPPED_STATES
-        ).update(instance=None):
-            disk.refresh_from_db(fields=["instance"])
-            instance.refresh_from_db(fields=["power_state"])
-            actions.require(actions.detach_disk(instance, project_role(actor, instance.project)))
+        _lock_power_state(instance)
+        actions.require(actions.detach_disk(instance, role))
+        if not Disk.objects.filter(pk=disk.pk, instance=instance).update(instance=None):
             raise ActionRefused(f"{disk.name} is no longer attached to {instance.name}.")
         disk.instance = None
         audit_record(actor=actor, action="disk.detach", project=instance.project, target=disk,

@@ -235,8 +235,9 @@ class AwsVmBackend:
         self._record(target, stopped)
         return True
 
-    def withdraw_shutdown(self, machine_id: str) -> None:
-        """Nothing to withdraw: EC2 keeps no record of who asked for a stop."""
+    def withdraw_stop(self, machine_id: str) -> None:
+        """Nothing to withdraw: a StopInstances cannot be taken back, and EC2 itself records
+        that a user asked for it (see _exit_kind)."""
 
     def force_stop(self, machine_id: str) -> None:
         """StopInstances with Force: no clean shutdown of the guest OS (also for a stop that

@@ -35,7 +35,7 @@ class ScriptedBackend:
             raise answer
         return bool(answer)
 
-    def withdraw_shutdown(self, machine_id: str) -> None:
+    def withdraw_stop(self, machine_id: str) -> None:
         self.withdrawals += 1
 
     def status(self, machine_id: str) -> MachineStatus:
@@ -104,12 +104,13 @@ def test_a_backend_error_is_shown_on_the_instance(scripted):
 
 @pytest.mark.django_db(transaction=True)  # the task's end closes the connection, as in a worker
 def test_an_error_the_task_did_not_expect_settles_the_instance_at_once(scripted):
-    _, instance = scripted([RuntimeError("a bug"), True])  # the backend then reads running
+    backend, instance = scripted([RuntimeError("a bug"), True])  # the backend then reads running
     assert tasks.machine_shutdown.apply(args=[instance.pk]).failed()
+    assert backend.withdrawals == 1
     instance.refresh_from_db()
     assert instance.power_state == PowerState.RUNNING  # not Stopping until the reconciler's turn
     assert instance.power_message == (
-        "The shutdown failed on the host's worker (RuntimeError); the worker's log has the details."
+        "The shutdown failed on the host's worker; the worker's log has the details."
     )
     event = AuditEvent.objects.get(action="instance.shutdown", outcome=Outcome.FAILURE)
     assert event.message == instance.power_message

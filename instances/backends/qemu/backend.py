@@ -208,9 +208,9 @@ class QemuBackend:
             time.sleep(0.05)
         return True
 
-    def withdraw_shutdown(self, machine_id: str) -> None:
-        """Forget the stop shutdown() asked for, unless the guest went off meanwhile (then it did
-        as it was asked, and the status read records it so)."""
+    def withdraw_stop(self, machine_id: str) -> None:
+        """Forget the stop shutdown() or force_stop() asked for, unless the guest went off
+        meanwhile (then it did as it was asked, and the status read records it so)."""
         run = self._run_folder(machine_id)
         with run.lock():
             if self._settle(run).power is Power.RUNNING:

@@ -363,7 +363,7 @@ def test_after_a_withdrawn_shutdown_a_killed_qemu_reads_crashed(fake_qemu):
     backend = fake_qemu("running")
     run = backend._run_folder("i-1")
     run.mark_stop_requested()  # a shutdown the guest ignored
-    backend.withdraw_shutdown("i-1")
+    backend.withdraw_stop("i-1")
     assert not run.stop_requested()
     pid = run.read_pid()
     assert pid is not None
@@ -375,7 +375,7 @@ def test_after_a_withdrawn_shutdown_a_killed_qemu_reads_crashed(fake_qemu):
 def test_a_guest_that_went_off_before_its_shutdown_was_withdrawn_reads_requested(fake_qemu):
     backend = fake_qemu("shutdown")
     backend._run_folder("i-1").mark_stop_requested()
-    backend.withdraw_shutdown("i-1")
+    backend.withdraw_stop("i-1")
     assert backend.status("i-1").exit is ExitKind.REQUESTED
 
 
