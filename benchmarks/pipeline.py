@@ -38,6 +38,7 @@ os.environ.update(
     ZOPDAY_PROVISIONING_QUEUE=QUEUE,
     ZOPDAY_PROVISIONING_POLL_SECONDS="0.05",
     ZOPDAY_PROVISIONING_RETRY_BASE_SECONDS="0.05",
+    ZOPDAY_DEBUG="false",  # as deployed: Django's debug mode logs every SQL query it runs
 )
 os.environ.pop("DATABASE_URL", None)
 

@@ -7,7 +7,7 @@ nothing. Backend errors leave a message the user sees on the instance.
 
 import logging
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -38,9 +38,21 @@ ACPI_REPEAT_SECONDS = 5
 
 
 def _settle(
-    instance_id: int, expected: str, state: str, message: str = "", **extra: object
+    instance_id: int,
+    expected: str,
+    state: str,
+    message: str = "",
+    *,
+    since: datetime | None = None,
+    **extra: object,
 ) -> bool:
-    updated = Instance.objects.filter(pk=instance_id, power_state=expected).update(
+    """Move the instance from `expected` to `state`, only if it is still in `expected` (and,
+    given `since`, has not been claimed again since then: Shutdown and Force Shutdown share
+    Stopping, and a shutdown giving up must not undo a Force Shutdown asked for meanwhile)."""
+    rows = Instance.objects.filter(pk=instance_id, power_state=expected)
+    if since is not None:
+        rows = rows.filter(state_changed_at=since)
+    updated = rows.update(
         power_state=state, power_message=message[:300], state_changed_at=timezone.now(), **extra
     )
     if updated:
@@ -74,7 +86,11 @@ def _fail(instance: Instance, expected: str, error: BackendError, action: str) -
     except BackendError:
         running = False
     _settle(
-        instance.pk, expected, PowerState.RUNNING if running else PowerState.FAILED, error.message
+        instance.pk,
+        expected,
+        PowerState.RUNNING if running else PowerState.FAILED,
+        error.message,
+        since=instance.state_changed_at,
     )
     audit_record(
         actor=None,
@@ -146,6 +162,7 @@ def machine_shutdown(instance_id: int) -> None:
                     PowerState.RUNNING,
                     f"The guest did not power off within {SHUTDOWN_TIMEOUT} s of the ACPI "
                     "signal. Use Force Shutdown if it is unresponsive.",
+                    since=instance.state_changed_at,
                 )
                 return
     except BackendError as error:

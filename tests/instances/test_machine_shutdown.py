@@ -2,6 +2,7 @@
 again while a guest does not react, gives up with a message, and settles what the backend says."""
 
 import pytest
+from django.utils import timezone
 
 from instances import backends, tasks
 from instances.backends.base import BackendError, MachineStatus, Power
@@ -15,7 +16,8 @@ pytestmark = pytest.mark.django_db
 
 
 class ScriptedBackend:
-    """Answers wait_powered_off from a script: True (off), False (not yet) or an error."""
+    """Answers wait_powered_off from a script: True (off), False (not yet), an error, or a
+    function whose answer counts (it acts meanwhile)."""
 
     name = "scripted"
 
@@ -33,7 +35,7 @@ class ScriptedBackend:
         answer = self.waits.pop(0)
         if isinstance(answer, BaseException):
             raise answer
-        return bool(answer)
+        return bool(answer() if callable(answer) else answer)
 
     def withdraw_stop(self, machine_id: str) -> None:
         self.withdrawals += 1
@@ -91,6 +93,21 @@ def test_a_guest_that_never_powers_off_goes_back_to_running_with_a_message(scrip
     assert "did not power off within 0 s" in instance.power_message
     assert "Force Shutdown" in instance.power_message
     assert backend.withdrawals == 1  # a later crash is a crash again, for the run strategy
+
+
+def test_a_shutdown_giving_up_leaves_a_force_shutdown_asked_for_meanwhile_alone(
+    scripted, monkeypatch
+):
+    monkeypatch.setattr(machines, "SHUTDOWN_TIMEOUT", 0)
+
+    def force_shutdown_clicked() -> bool:  # as power._request claims it: Stopping again, now
+        Instance.objects.filter(pk=instance.pk).update(state_changed_at=timezone.now())
+        return False
+
+    _, instance = scripted([force_shutdown_clicked])
+    machines.machine_shutdown(instance.pk)
+    instance.refresh_from_db()
+    assert (instance.power_state, instance.power_message) == (PowerState.STOPPING, "")
 
 
 def test_a_backend_error_is_shown_on_the_instance(scripted):
