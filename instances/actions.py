@@ -73,11 +73,21 @@ def _running_only(instance: Instance, role: Role | None) -> Allowed:
     return YES
 
 
+def shutdown(instance: Instance, role: Role | None) -> Allowed:
+    if not (allowed := _running_only(instance, role)):
+        return allowed
+    if instance.stop_refusal:
+        return Allowed(False, instance.stop_refusal)
+    return YES
+
+
 def force_stop(instance: Instance, role: Role | None) -> Allowed:
     if not (allowed := _power_check(instance, role)):
         return allowed
     if instance.power_state in STOPPED_STATES:
         return Allowed(False, f"The instance is {_state_label(instance)}.")
+    if instance.stop_refusal:
+        return Allowed(False, instance.stop_refusal)
     return YES
 
 
@@ -135,7 +145,7 @@ def view_password(instance: Instance, role: Role | None) -> Allowed:
 
 RULES = {
     "start": start,
-    "shutdown": _running_only,
+    "shutdown": shutdown,
     "force_stop": force_stop,
     "restart": _running_only,
     "delete": delete,

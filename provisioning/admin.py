@@ -1,7 +1,8 @@
 from django import forms
 from django.contrib import admin
+from django.http import HttpRequest
 
-from provisioning.models import CloudAccount, JobStep, ProvisioningJob
+from provisioning.models import CloudAccount, JobInstance, JobStep, ProvisioningJob
 
 
 class CloudAccountForm(forms.ModelForm):
@@ -70,3 +71,18 @@ class JobStepAdmin(admin.ModelAdmin):
     list_filter = ["status", "name", "phase"]
     search_fields = ["job__name", "name", "message"]
     readonly_fields = ["log"]
+
+
+@admin.register(JobInstance)
+class JobInstanceAdmin(admin.ModelAdmin):
+    """Written by stepRegisterSpace and gone with the instance: shown, not edited."""
+
+    list_display = ["instance", "job"]
+    list_select_related = ["instance", "job"]
+    search_fields = ["instance__name", "job__name"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False

@@ -60,6 +60,13 @@ class Instance(models.Model):
         max_length=16, choices=PowerState.choices, default=PowerState.STOPPED
     )
     power_message = models.CharField(max_length=300, blank=True)
+    stop_refusal = models.CharField(
+        max_length=300,
+        blank=True,
+        editable=False,
+        help_text="Why the console must not stop this instance (e.g. an auto scaling group would "
+        "replace it), set by what made it; blank when it may.",
+    )
     last_exit = models.CharField(max_length=16, choices=LastExit.choices, default=LastExit.NONE)
     auto_restarts = models.PositiveIntegerField(default=0)
     state_changed_at = models.DateTimeField(auto_now_add=True)

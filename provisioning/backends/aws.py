@@ -31,11 +31,12 @@ from instances.backends.base import (
     MachineStatus,
     Power,
 )
-from provisioning.choices import JobStatus, PoolMode, VmState
+from provisioning.choices import JobStatus, VmState
 from provisioning.models import CloudAccount, ProvisioningJob
 from provisioning.providers.aws import client_for, mapped_errors
 from provisioning.providers.base import CloudError
 from provisioning.selectors import JobVm, job_vm_for_instance
+from provisioning.services.space import stop_refusal
 from provisioning.services.vms import GONE_STATES, job_vm_states_record, lifecycle_for
 
 # EC2 settles in seconds; moto at once. A describe every half second is cheap either way.
@@ -193,12 +194,9 @@ class AwsVmBackend:
         job_vm_states_record(job_id=target.job.pk, states={target.vm.instance_id: state})
 
     def _refuse_stop_in_group(self, target: JobVm) -> None:
-        if target.job.pool_mode == PoolMode.ASG:
-            raise BackendError(
-                f"{target.vm.instance_id} belongs to the auto scaling group of job "
-                f"{target.job.name}: the group would replace a stopped VM. Change the group's "
-                "desired capacity instead."
-            )
+        """The services refuse first (actions, from Instance.stop_refusal): this guards the rest."""
+        if refusal := stop_refusal(target.job):
+            raise BackendError(refusal)
 
     # ---- power ------------------------------------------------------------------------------
     def define(self, spec: MachineSpec) -> None:

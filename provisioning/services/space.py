@@ -5,11 +5,22 @@ from django.utils import timezone
 
 from instances.choices import PowerState
 from instances.models import Instance
+from provisioning.choices import PoolMode
 from provisioning.infra import InfraConfig
 from provisioning.models import JobInstance, ProvisioningJob
 from provisioning.prices import INSTANCE_SIZES
 
 BACKEND = "aws"
+
+
+def stop_refusal(job: ProvisioningJob) -> str:
+    """Why the console must not stop a VM of this job, or "" (see Instance.stop_refusal)."""
+    if job.pool_mode != PoolMode.ASG:
+        return ""
+    return (
+        f"This VM belongs to the auto scaling group of job {job.name}: the group would replace "
+        "a stopped VM. Change the group's desired capacity instead."
+    )
 
 
 def space_register(*, job: ProvisioningJob, config: InfraConfig, vms: list[dict[str, str]]) -> str:
@@ -40,7 +51,10 @@ def space_register(*, job: ProvisioningJob, config: InfraConfig, vms: list[dict[
             # power message is for what went wrong.
             instance.power_message = ""
             instance.state_changed_at = timezone.now()
-            instance.save(update_fields=["power_state", "power_message", "state_changed_at"])
+            instance.stop_refusal = stop_refusal(job)
+            instance.save(
+                update_fields=["power_state", "power_message", "state_changed_at", "stop_refusal"]
+            )
             vm.console_instance_id = instance.pk
             JobInstance.objects.update_or_create(instance=instance, defaults={"job": job})
         config.space = {

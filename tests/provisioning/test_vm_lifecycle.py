@@ -14,7 +14,7 @@ from instances.backends.base import BackendError, ExitKind, Power
 from instances.choices import LastExit, Outcome, PowerState, Role
 from instances.errors import ActionRefused
 from instances.models import AuditEvent, Instance
-from instances.services import network, storage
+from instances.services import network, power, storage
 from instances.services.queueing import host_queue
 from provisioning.choices import JobStatus
 from provisioning.infra import InfraConfig
@@ -149,6 +149,17 @@ def test_an_instance_reads_only_its_own_jobs_config(
     assert read == [landed.config]
 
 
+def test_group_vms_registered_before_their_refusal_get_it(aws, make_job):
+    job = job_run_inline(make_job(pool_mode="ASG", asg_max=2, asg_desired=1).pk)
+    Instance.objects.filter(project=job.project).update(stop_refusal="")
+    migration = importlib.import_module("provisioning.migrations.0004_stop_refusal_of_group_vms")
+    migration.refuse_stopping_group_vms(django_apps, None)
+    [instance] = instances_of(job)
+    assert instance.stop_refusal.startswith(
+        f"This VM belongs to the auto scaling group of job {job.name}"
+    )
+
+
 def test_jobs_registered_before_the_links_get_them_from_their_configs(landed):
     instances = instances_of(landed)
     JobInstance.objects.all().delete()
@@ -168,11 +179,22 @@ def test_an_instance_that_is_no_vm_of_a_job_says_so(aws, landed):
         backend_named("aws").shutdown(first.machine_id)
 
 
-def test_vms_of_an_auto_scaling_group_reboot_but_are_not_stopped(aws, make_job):
+def test_vms_of_an_auto_scaling_group_reboot_but_are_not_stopped(aws, make_job, owner):
     job = job_run_inline(make_job(pool_mode="ASG", asg_max=2, asg_desired=1).pk)
     assert job.status == JobStatus.READY, job.message
     [instance] = instances_of(job)
-    backend = backend_named("aws")
+    refusal = (
+        f"This VM belongs to the auto scaling group of job {job.name}: the group would replace "
+        "a stopped VM. Change the group's desired capacity instead."
+    )
+    allowed = instance_allowed_actions(instance, Role.ADMIN)
+    assert (allowed["shutdown"].reason, allowed["force_stop"].reason) == (refusal, refusal)
+    assert allowed["restart"]  # the buttons say so before anyone clicks
+    with pytest.raises(ActionRefused, match="auto scaling group"):
+        power.instance_shutdown(instance=instance, actor=owner)
+    instance.refresh_from_db()
+    assert instance.power_state == PowerState.RUNNING
+    backend = backend_named("aws")  # and the backend refuses too, whoever calls it
     with pytest.raises(BackendError, match="the group would replace a stopped VM"):
         backend.shutdown(instance.machine_id)
     with pytest.raises(BackendError, match="auto scaling group"):
