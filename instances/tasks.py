@@ -21,8 +21,8 @@ RETRY = {"autoretry_for": (BackendError,), "max_retries": 3, "retry_backoff": Tr
 
 
 class PowerTask(Task):
-    """A power operation on one instance (its id is the first argument), which a request left
-    in the operation's transitional state: an unexpected error settles it at once."""
+    """A power operation on one instance: its id, then the time of the request's claim (absent
+    in the reconciler's restarts). An unexpected error settles the instance at once."""
 
     action = ""  # a key of services.power.OPERATIONS
 
@@ -30,29 +30,29 @@ class PowerTask(Task):
         _, transitional, _ = power.OPERATIONS[self.action]
         close_old_connections()  # the error may have been the database's: not yet done after it
         try:
-            machines.power_task_failed(args[0], self.action, transitional)
+            machines.power_task_failed(args[0], self.action, transitional, *args[1:2])
         except Exception:  # the reconciler settles it later, as a stuck transition
             log.exception("settling instance %s after its failed %s", args[0], self.action)
 
 
 @shared_task(name="instances.machine_start", base=PowerTask, action="start")
-def machine_start(instance_id: int) -> None:
-    machines.machine_start(instance_id)
+def machine_start(instance_id: int, claimed_at: str | None = None) -> None:
+    machines.machine_start(instance_id, claimed_at)
 
 
 @shared_task(name="instances.machine_shutdown", base=PowerTask, action="shutdown")
-def machine_shutdown(instance_id: int) -> None:
-    machines.machine_shutdown(instance_id)
+def machine_shutdown(instance_id: int, claimed_at: str | None = None) -> None:
+    machines.machine_shutdown(instance_id, claimed_at)
 
 
 @shared_task(name="instances.machine_force_stop", base=PowerTask, action="force_stop")
-def machine_force_stop(instance_id: int) -> None:
-    machines.machine_force_stop(instance_id)
+def machine_force_stop(instance_id: int, claimed_at: str | None = None) -> None:
+    machines.machine_force_stop(instance_id, claimed_at)
 
 
 @shared_task(name="instances.machine_restart", base=PowerTask, action="restart")
-def machine_restart(instance_id: int) -> None:
-    machines.machine_restart(instance_id)
+def machine_restart(instance_id: int, claimed_at: str | None = None) -> None:
+    machines.machine_restart(instance_id, claimed_at)
 
 
 @shared_task(name="instances.machine_undefine", **RETRY)

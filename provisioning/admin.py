@@ -61,7 +61,11 @@ class ProvisioningJobAdmin(admin.ModelAdmin):
     list_display = ["name", "project", "provider", "region", "pool_mode", "status", "created_at"]
     list_filter = ["status", "provider", "pool_mode", "project"]
     search_fields = ["name", "token", "project__name"]
-    readonly_fields = ["token", "status", "phase", "message", "config", "finished_at"]
+    # what names and shapes the cloud resources (and the VMs' instances) is fixed at creation
+    readonly_fields = [
+        "name", "provider", "region", "pool_mode", "account", "token", "status", "phase",
+        "message", "config", "finished_at",
+    ]  # fmt: skip
     inlines = [JobStepInline]
 
 
@@ -86,3 +90,6 @@ class JobInstanceAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False  # a power operation finds the VM's job through it

@@ -1,8 +1,10 @@
 """What the worker on an instance's host does: drive the backend and settle the power state.
 
-Every settle is a conditional UPDATE from the transitional state the request claimed, so a task
-that arrives late (the user force-stopped meanwhile, or another worker finished it) changes
-nothing. Backend errors leave a message the user sees on the instance.
+A task starts only while the request's claim holds: the transitional state it set, at the time
+it set it (sent with the task). Every settle is a conditional UPDATE from that state, and one that
+gives up also from that time, so a task that arrives late (the user force-stopped meanwhile, or
+another worker finished it) changes nothing. Backend errors leave a message the user sees on the
+instance.
 """
 
 import logging
@@ -74,8 +76,14 @@ def _carrier_for(state: str) -> str | None:
     return None
 
 
-def _claimed(instance_id: int, state: str) -> Instance | None:
-    return Instance.objects.filter(pk=instance_id, power_state=state).first()
+def _claimed(instance_id: int, state: str, claimed_at: str | None = None) -> Instance | None:
+    """The instance, while the request's claim holds: in `state` and, given the claim's time
+    (services.power sends it; the reconciler's restarts do not), not claimed again since (a
+    Force Shutdown claims Stopping over a Shutdown). Settles then pass its state_changed_at."""
+    rows = Instance.objects.filter(pk=instance_id, power_state=state)
+    if claimed_at is not None:
+        rows = rows.filter(state_changed_at=datetime.fromisoformat(claimed_at))
+    return rows.first()
 
 
 def _fail(instance: Instance, expected: str, error: BackendError, action: str) -> None:
@@ -102,12 +110,14 @@ def _fail(instance: Instance, expected: str, error: BackendError, action: str) -
     )
 
 
-def power_task_failed(instance_id: int, action: str, expected: str) -> None:
+def power_task_failed(
+    instance_id: int, action: str, expected: str, claimed_at: str | None = None
+) -> None:
     """A power task died of an error it did not expect (a bug, the database going away): settle
     the instance now, as a backend error would, rather than leave it in its transitional state
     until the reconciler calls it stuck. The user sees what failed; Celery logs the error."""
-    instance = _claimed(instance_id, expected)
-    if instance is None:  # settled before the error, or moved on
+    instance = _claimed(instance_id, expected, claimed_at)
+    if instance is None:  # settled before the error, or claimed again
         return
     if expected == PowerState.STOPPING:
         _withdraw_stop(instance)
@@ -116,8 +126,8 @@ def power_task_failed(instance_id: int, action: str, expected: str) -> None:
     _fail(instance, expected, BackendError(message), action)
 
 
-def machine_start(instance_id: int) -> None:
-    instance = _claimed(instance_id, PowerState.STARTING)
+def machine_start(instance_id: int, claimed_at: str | None = None) -> None:
+    instance = _claimed(instance_id, PowerState.STARTING, claimed_at)
     if instance is None:
         return
     backend = backend_named(instance.backend)
@@ -132,7 +142,7 @@ def machine_start(instance_id: int) -> None:
     _settle(instance_id, PowerState.STARTING, PowerState.RUNNING, last_exit=LastExit.NONE)
 
 
-def machine_shutdown(instance_id: int) -> None:
+def machine_shutdown(instance_id: int, claimed_at: str | None = None) -> None:
     """Press the ACPI button, wait for the guest to power off, record Stopped, then tidy up.
 
     1. Press; the backend waits for the power-off (QEMU: its SHUTDOWN event), pressing again
@@ -143,7 +153,7 @@ def machine_shutdown(instance_id: int) -> None:
     3. Stopped is recorded as soon as the guest is off; the status read after it ends the
        machine's process and releases its helpers, which the user need not wait for.
     """
-    instance = _claimed(instance_id, PowerState.STOPPING)
+    instance = _claimed(instance_id, PowerState.STOPPING, claimed_at)
     if instance is None:
         return
     backend = backend_named(instance.backend)
@@ -183,8 +193,8 @@ def _withdraw_stop(instance: Instance) -> None:
         log.warning("withdrawing the stop of %s: %s", instance.machine_id, error.message)
 
 
-def machine_force_stop(instance_id: int) -> None:
-    instance = _claimed(instance_id, PowerState.STOPPING)
+def machine_force_stop(instance_id: int, claimed_at: str | None = None) -> None:
+    instance = _claimed(instance_id, PowerState.STOPPING, claimed_at)
     if instance is None:
         return
     try:
@@ -196,8 +206,8 @@ def machine_force_stop(instance_id: int) -> None:
     _settle(instance_id, PowerState.STOPPING, PowerState.STOPPED, last_exit=LastExit.REQUESTED)
 
 
-def machine_restart(instance_id: int) -> None:
-    instance = _claimed(instance_id, PowerState.RESTARTING)
+def machine_restart(instance_id: int, claimed_at: str | None = None) -> None:
+    instance = _claimed(instance_id, PowerState.RESTARTING, claimed_at)
     if instance is None:
         return
     try:
@@ -293,7 +303,8 @@ def reconcile_host(host: str) -> None:
         elif state in (PowerState.STOPPED, PowerState.FAILED) and running:
             _settle(instance.pk, state, PowerState.RUNNING)
         elif state in POWER_TRANSITIONAL and instance.state_changed_at < stuck_before:
-            _settle(instance.pk, state, PowerState.RUNNING if running else PowerState.STOPPED)
+            settled = PowerState.RUNNING if running else PowerState.STOPPED
+            _settle(instance.pk, state, settled, since=instance.state_changed_at)
         elif state == PowerState.RUNNING and status.links:
             for nic in instance.nics.all():
                 carrier = CarrierState.UP if status.links.get(nic.name) else CarrierState.DOWN

@@ -44,9 +44,10 @@ def _request(instance: Instance, actor: AbstractBaseUser | None, action: str) ->
             )
             raise ActionRefused(allowed.reason)
     sources, transitional, task = OPERATIONS[action]
+    now = timezone.now()
     with transaction.atomic():
         claimed = Instance.objects.filter(pk=instance.pk, power_state__in=sources).update(
-            power_state=transitional, power_message="", state_changed_at=timezone.now()
+            power_state=transitional, power_message="", state_changed_at=now
         )
         if not claimed:
             instance.refresh_from_db(fields=["power_state"])
@@ -54,7 +55,8 @@ def _request(instance: Instance, actor: AbstractBaseUser | None, action: str) ->
         audit_record(
             actor=actor, action=f"instance.{action}", project=instance.project, target=instance
         )
-        enqueue_host_task(instance, task, instance.pk)
+        # the claim's time names this claim: the task acts only while it still holds
+        enqueue_host_task(instance, task, instance.pk, now.isoformat())
     instance.power_state = transitional
     instance.power_message = ""
 

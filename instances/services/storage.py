@@ -53,14 +53,14 @@ def disk_attach(*, disk: Disk, instance: Instance, actor: AbstractBaseUser) -> N
         raise ValidationError({"disk": "Choose a disk of this project."})
     if disk.instance_id and disk.instance_id != instance.pk:
         raise _attached_elsewhere(disk.name, disk.instance)
-    if (
-        disk.role == DiskRole.ROOT
-        and instance.disks.filter(role=DiskRole.ROOT).exclude(pk=disk.pk).exists()
-    ):
-        raise ValidationError({"disk": f"{instance.name} already has a root disk."})
     with transaction.atomic():
         _lock_power_state(instance)
         actions.require(actions.configure(instance, role))
+        if (
+            disk.role == DiskRole.ROOT
+            and instance.disks.filter(role=DiskRole.ROOT).exclude(pk=disk.pk).exists()
+        ):
+            raise ValidationError({"disk": f"{instance.name} already has a root disk."})
         disk.instance = instance
         disk.full_clean()
         # the disk was read before this transaction: it is taken only if still free (or ours)

@@ -11,9 +11,10 @@ def link_registered_instances(apps, schema_editor):
     JobInstance = apps.get_model("provisioning", "JobInstance")
     for job in ProvisioningJob.objects.exclude(status="deleted").order_by("pk"):
         ids = [vm.get("console_instance_id") for vm in (job.config or {}).get("vms", [])]
-        for instance_id in Instance.objects.filter(pk__in=[i for i in ids if i]).values_list(
-            "pk", flat=True
-        ):
+        registered = Instance.objects.filter(
+            pk__in=[i for i in ids if i], project_id=job.project_id, backend="aws"
+        )
+        for instance_id in registered.values_list("pk", flat=True):
             JobInstance.objects.update_or_create(instance_id=instance_id, defaults={"job": job})
 
 

@@ -5,10 +5,11 @@ from django.utils import timezone
 
 from instances.choices import PowerState
 from instances.models import Instance
-from provisioning.choices import PoolMode
+from provisioning.choices import JobStatus, PoolMode
 from provisioning.infra import InfraConfig
 from provisioning.models import JobInstance, ProvisioningJob
 from provisioning.prices import INSTANCE_SIZES
+from provisioning.providers.base import CloudError
 
 BACKEND = "aws"
 
@@ -35,7 +36,7 @@ def space_register(*, job: ProvisioningJob, config: InfraConfig, vms: list[dict[
             running = facts.get("state") == "running"
             instance = Instance.objects.filter(pk=vm.console_instance_id or 0).first()
             if instance is None:
-                instance, _ = Instance.objects.get_or_create(
+                instance, created = Instance.objects.get_or_create(
                     project=job.project,
                     name=f"{job.name}-{number}",
                     defaults={
@@ -46,6 +47,11 @@ def space_register(*, job: ProvisioningJob, config: InfraConfig, vms: list[dict[
                         "memory_gb": memory,
                     },
                 )
+                if not created and not _adoptable(instance, job):
+                    raise CloudError(
+                        f"Project {job.project.slug} already has an instance named "
+                        f"{instance.name}: rename it, or create the job under another name."
+                    )
             instance.power_state = PowerState.RUNNING if running else PowerState.STOPPED
             # The page shows the EC2 id, address and job from the aws backend's facts; the
             # power message is for what went wrong.
@@ -66,6 +72,15 @@ def space_register(*, job: ProvisioningJob, config: InfraConfig, vms: list[dict[
             "dns_name": config.dns_name if config.load_balancer else "",
         }
     return f"Registered {len(config.vms)} instance(s) in project {job.project.slug}."
+
+
+def _adoptable(instance: Instance, job: ProvisioningJob) -> bool:
+    """An instance row of this name may stand for the job's VM: an aws one that no other live
+    job holds (one this job registered before, whose config lost the id in a failed attempt)."""
+    if instance.backend != BACKEND:
+        return False
+    link = JobInstance.objects.filter(instance=instance).select_related("job").first()
+    return link is None or link.job_id == job.pk or link.job.status == JobStatus.DELETED
 
 
 def space_unregister(*, job: ProvisioningJob, config: InfraConfig) -> None:

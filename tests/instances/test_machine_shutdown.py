@@ -110,6 +110,18 @@ def test_a_shutdown_giving_up_leaves_a_force_shutdown_asked_for_meanwhile_alone(
     assert (instance.power_state, instance.power_message) == (PowerState.STOPPING, "")
 
 
+def test_a_shutdown_whose_claim_a_force_shutdown_took_over_leaves_the_instance_to_it(scripted):
+    backend, instance = scripted([True])
+    instance.refresh_from_db()
+    shutdown_claim = instance.state_changed_at.isoformat()
+    Instance.objects.filter(pk=instance.pk).update(state_changed_at=timezone.now())  # Force's
+    machines.machine_shutdown(instance.pk, shutdown_claim)  # its task comes late: not its claim
+    assert backend.presses == 0
+    force_claim = Instance.objects.get(pk=instance.pk).state_changed_at.isoformat()
+    machines.machine_shutdown(instance.pk, force_claim)  # a task of the current claim acts
+    assert backend.presses == 1
+
+
 def test_a_backend_error_is_shown_on_the_instance(scripted):
     backend, instance = scripted([BackendError("QEMU's monitor stayed busy for 10 s."), True])
     machines.machine_shutdown(instance.pk)

@@ -9,6 +9,7 @@ from instances.models import AuditEvent, Instance
 from instances.services import power
 from instances.services.instances import instance_create, instance_delete, instance_set_run_strategy
 from tests.factories import instance_request
+from zopday.celery import app
 
 pytestmark = pytest.mark.django_db
 
@@ -32,6 +33,19 @@ def test_an_operator_starts_a_stopped_instance_once(
     assert instance.power_state == PowerState.STARTING and len(callbacks) == 1
     with pytest.raises(ActionRefused, match="The instance is starting."):
         power.instance_start(instance=instance, actor=operator)
+
+
+def test_the_task_carries_the_time_of_its_claim(
+    instance, operator, monkeypatch, django_capture_on_commit_callbacks
+):
+    sent = []
+    monkeypatch.setattr(app, "send_task", lambda name, args, **options: sent.append((name, args)))
+    with django_capture_on_commit_callbacks(execute=True):
+        power.instance_start(instance=instance, actor=operator)
+    instance.refresh_from_db()  # the claim as the database holds it: the task finds it so
+    assert sent == [
+        ("instances.machine_start", (instance.pk, instance.state_changed_at.isoformat()))
+    ]
 
 
 def test_a_viewer_cannot_power_on_and_the_refusal_is_audited(instance, viewer):

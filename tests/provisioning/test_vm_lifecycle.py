@@ -15,6 +15,7 @@ from instances.choices import LastExit, Outcome, PowerState, Role
 from instances.errors import ActionRefused
 from instances.models import AuditEvent, Instance
 from instances.services import network, power, storage
+from instances.services.instances import instance_create
 from instances.services.queueing import host_queue
 from provisioning.choices import JobStatus
 from provisioning.infra import InfraConfig
@@ -22,6 +23,7 @@ from provisioning.models import CloudAccount, JobInstance, ProvisioningJob
 from provisioning.pipeline import job_run_inline
 from provisioning.selectors import job_vm_for_instance
 from provisioning.services.vms import jobs_refresh_vms
+from tests.factories import instance_request
 from tests.provisioning.moto import raw_client
 from tests.provisioning.proxy import SlowProxy
 from tests.provisioning.vms import ec2_state, instances_of, vm_states
@@ -147,6 +149,20 @@ def test_an_instance_reads_only_its_own_jobs_config(
     assert found is not None
     assert (found.job, found.vm.console_instance_id) == (landed, first.pk)
     assert read == [landed.config]
+
+
+def test_a_job_does_not_take_over_an_instance_of_its_vms_name(
+    aws, make_job, project, operator, subnet
+):
+    local = instance_create(
+        project=project, actor=operator, request=instance_request(subnet, name="web-1")
+    )
+    job = job_run_inline(make_job("web", instance_count=1).pk)
+    assert job.status == JobStatus.FAILED
+    assert f"Project {project.slug} already has an instance named web-1" in job.message
+    local.refresh_from_db()
+    assert (local.backend, local.stop_refusal) == ("qemu", "")
+    assert not JobInstance.objects.exists()
 
 
 def test_group_vms_registered_before_their_refusal_get_it(aws, make_job):
