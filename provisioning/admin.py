@@ -68,6 +68,9 @@ class ProvisioningJobAdmin(admin.ModelAdmin):
     ]  # fmt: skip
     inlines = [JobStepInline]
 
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # jobs come from the wizard and the API, which validate the whole request
+
 
 @admin.register(JobStep)
 class JobStepAdmin(admin.ModelAdmin):

@@ -30,3 +30,8 @@ def test_the_audit_trail_cannot_be_edited_in_the_admin(admin_client):
 def test_members_without_staff_rights_do_not_reach_the_admin(client_for, owner):
     response = client_for("owner").get(reverse("admin:index"))
     assert response.status_code == 302 and "/admin/login/" in response.url
+
+
+@pytest.mark.parametrize("model", ["provisioningjob", "jobinstance"])
+def test_jobs_and_their_instance_links_are_not_added_in_the_admin(admin_client, model):
+    assert admin_client.get(reverse(f"admin:provisioning_{model}_add")).status_code == 403
