@@ -28,9 +28,10 @@ class PowerTask(Task):
 
     def on_failure(self, exc, task_id, args, kwargs, einfo):  # type: ignore[no-untyped-def]
         _, transitional, _ = power.OPERATIONS[self.action]
-        close_old_connections()  # the error may have been the database's: not yet done after it
+        claimed_at = args[1] if len(args) > 1 else None
+        close_old_connections()  # the error may have been the database's; Celery's close is later
         try:
-            machines.power_task_failed(args[0], self.action, transitional, *args[1:2])
+            machines.power_task_failed(args[0], self.action, transitional, claimed_at)
         except Exception:  # the reconciler settles it later, as a stuck transition
             log.exception("settling instance %s after its failed %s", args[0], self.action)
 
