@@ -1,7 +1,12 @@
+from typing import cast
+
 from django.contrib import admin
+from django.contrib.auth.models import User
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 
+from instances import actions
+from instances.access import project_role
 from instances.models import (
     ApiToken,
     AuditEvent,
@@ -19,6 +24,7 @@ from instances.models import (
     SSHKey,
     Subnet,
 )
+from instances.services.instances import instance_delete
 
 
 class MembershipInline(admin.TabularInline):
@@ -105,7 +111,13 @@ class InstanceAdmin(admin.ModelAdmin):
     list_filter = ["power_state", "run_strategy", "zone", "bootloader", "project"]
     search_fields = ["name", "project__slug", "nics__ipv4", "nics__mac"]
     list_select_related = ["project"]
+    # where the machine lives is fixed at creation (its disks share the zone; its files are on
+    # the host); its power state changes through the power operations
     readonly_fields = [
+        "project",
+        "zone",
+        "backend",
+        "host",
         "power_state",
         "power_message",
         "last_exit",
@@ -115,6 +127,19 @@ class InstanceAdmin(admin.ModelAdmin):
     exclude = ["initial_password"]
     filter_horizontal = ["ssh_keys"]
     inlines = [DiskInline, NicInline]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # the Instances page and the API validate the whole request, disks and NICs
+
+    def has_delete_permission(self, request: HttpRequest, obj: Instance | None = None) -> bool:
+        """The product's Delete, by its rule (a stopped local instance, a project admin); never
+        in bulk, where the rule could not be applied to each instance."""
+        if obj is None or not super().has_delete_permission(request, obj):
+            return False
+        return bool(actions.delete(obj, project_role(request.user, obj.project)))
+
+    def delete_model(self, request: HttpRequest, obj: Instance) -> None:
+        instance_delete(instance=obj, actor=cast(User, request.user))  # the admin's: staff only
 
 
 @admin.register(Subnet)

@@ -2,6 +2,7 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
+from provisioning.choices import JobStatus
 from provisioning.models import CloudAccount, JobInstance, JobStep, ProvisioningJob
 
 
@@ -70,6 +71,18 @@ class ProvisioningJobAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # jobs come from the wizard and the API, which validate the whole request
+
+    def has_delete_permission(
+        self, request: HttpRequest, obj: ProvisioningJob | None = None
+    ) -> bool:
+        """Only the record of a job torn down already: deleting a live job's row would leave its
+        cloud resources and VMs' instances running with nothing to tear them down (the job's
+        Delete does that). Never in bulk, where the rule could not be applied to each job."""
+        return (
+            obj is not None
+            and obj.status == JobStatus.DELETED
+            and super().has_delete_permission(request, obj)
+        )
 
 
 @admin.register(JobStep)

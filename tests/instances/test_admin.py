@@ -3,6 +3,8 @@ from django.apps import apps
 from django.contrib import admin
 from django.urls import reverse
 
+from instances.choices import PowerState
+from instances.models import AuditEvent, Disk, Instance, IPLease
 from instances.services import audit_record
 
 pytestmark = pytest.mark.django_db
@@ -35,3 +37,48 @@ def test_members_without_staff_rights_do_not_reach_the_admin(client_for, owner):
 @pytest.mark.parametrize("model", ["provisioningjob", "jobinstance"])
 def test_jobs_and_their_instance_links_are_not_added_in_the_admin(admin_client, model):
     assert admin_client.get(reverse(f"admin:provisioning_{model}_add")).status_code == 403
+
+
+@pytest.fixture
+def instance(project, operator, subnet):
+    from instances.services.instances import DiskRequest, instance_create
+    from tests.factories import instance_request
+
+    request = instance_request(subnet, disks=[DiskRequest(size_gb=2)])
+    return instance_create(project=project, actor=operator, request=request)
+
+
+def test_instances_are_not_added_in_the_admin(admin_client):
+    assert admin_client.get(reverse("admin:instances_instance_add")).status_code == 403
+
+
+def test_a_running_instance_is_not_deleted_in_the_admin(admin_client, instance):
+    Instance.objects.filter(pk=instance.pk).update(power_state=PowerState.RUNNING)
+    url = reverse("admin:instances_instance_delete", args=[instance.pk])
+
+    assert admin_client.post(url, {"post": "yes"}).status_code == 403
+    assert Instance.objects.filter(pk=instance.pk).exists()
+    changelist = admin_client.get(reverse("admin:instances_instance_changelist"))
+    assert b"delete_selected" not in changelist.content  # no bulk delete past the rule
+
+
+def test_the_admin_deletes_a_stopped_instance_as_its_delete_button_does(
+    admin_client, instance, django_capture_on_commit_callbacks
+):
+    url = reverse("admin:instances_instance_delete", args=[instance.pk])
+    assert admin_client.get(url).status_code == 200
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        assert admin_client.post(url, {"post": "yes"}).status_code == 302
+
+    assert not Instance.objects.filter(pk=instance.pk).exists()
+    # the machine's files go on its host; the root disk and addresses go; data disks stay
+    assert len(callbacks) == 1
+    assert list(Disk.objects.values_list("name", "instance")) == [("web-1-disk1", None)]
+    assert not IPLease.objects.exists()
+    assert AuditEvent.objects.filter(action="instance.delete", actor_name="admin").exists()
+
+
+def test_placement_and_power_state_are_read_only_in_the_admin(admin_client, instance):
+    url = reverse("admin:instances_instance_change", args=[instance.pk])
+    form = admin_client.get(url).context["adminform"].form
+    assert not {"project", "zone", "host", "backend", "power_state"} & set(form.fields)
