@@ -27,6 +27,20 @@ from instances.models import (
 from instances.services.instances import instance_delete
 
 
+class ShownOnly:
+    """Objects the product changes through its services (IPAM, the hypervisor, the audit trail):
+    the admin shows them; their instance's page changes them."""
+
+    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
 class MembershipInline(admin.TabularInline):
     model = Membership
     extra = 0
@@ -72,14 +86,14 @@ class AuditEventAdmin(admin.ModelAdmin):
         return False
 
 
-class DiskInline(admin.TabularInline):
+class DiskInline(ShownOnly, admin.TabularInline):
     model = Disk
     extra = 0
     fields = ["name", "role", "size_gb", "bus", "image", "boot_order"]
     show_change_link = True
 
 
-class NicInline(admin.TabularInline):
+class NicInline(ShownOnly, admin.TabularInline):
     model = NetworkInterface
     extra = 0
     fields = [
@@ -138,6 +152,12 @@ class InstanceAdmin(admin.ModelAdmin):
             return False
         return bool(actions.delete(obj, project_role(request.user, obj.project)))
 
+    def get_deleted_objects(self, objs, request):  # type: ignore[no-untyped-def]
+        """Its interfaces and leases go with it, by the Delete rule, though they are not deleted
+        one by one here."""
+        deleted, counts, _, protected = super().get_deleted_objects(objs, request)
+        return deleted, counts, set(), protected
+
     def delete_model(self, request: HttpRequest, obj: Instance) -> None:
         instance_delete(instance=obj, actor=cast(User, request.user))  # the admin's: staff only
 
@@ -149,9 +169,13 @@ class SubnetAdmin(admin.ModelAdmin):
     search_fields = ["name", "cidr_v4", "cidr_v6", "project__slug"]
     list_select_related = ["project"]
 
+    def get_readonly_fields(self, request: HttpRequest, obj: Subnet | None = None) -> list[str]:
+        """Its addresses are IPAM's once it exists: leases were made inside them."""
+        return ["project", "zone", "cidr_v4", "cidr_v6", "gateway"] if obj is not None else []
+
 
 @admin.register(IPLease)
-class IPLeaseAdmin(admin.ModelAdmin):
+class IPLeaseAdmin(ShownOnly, admin.ModelAdmin):
     list_display = ["address", "subnet", "nic", "created_at"]
     list_filter = ["subnet__project"]
     search_fields = ["address", "nic__mac", "nic__instance__name"]
@@ -159,7 +183,7 @@ class IPLeaseAdmin(admin.ModelAdmin):
 
 
 @admin.register(NetworkInterface)
-class NetworkInterfaceAdmin(admin.ModelAdmin):
+class NetworkInterfaceAdmin(ShownOnly, admin.ModelAdmin):
     list_display = ["__str__", "subnet", "ipv4", "ipv6", "mac", "model", "link_desired", "carrier"]
     list_filter = ["model", "link_desired", "carrier", "ip_mode"]
     search_fields = ["mac", "ipv4", "ipv6", "instance__name"]
@@ -167,7 +191,7 @@ class NetworkInterfaceAdmin(admin.ModelAdmin):
 
 
 @admin.register(ElasticIP)
-class ElasticIPAdmin(admin.ModelAdmin):
+class ElasticIPAdmin(ShownOnly, admin.ModelAdmin):
     list_display = ["address", "project", "nic", "allocated_at"]
     list_filter = ["project"]
     search_fields = ["address", "nic__ipv4", "nic__instance__name"]
@@ -190,7 +214,7 @@ class ImageAdmin(admin.ModelAdmin):
 
 
 @admin.register(Disk)
-class DiskAdmin(admin.ModelAdmin):
+class DiskAdmin(ShownOnly, admin.ModelAdmin):
     list_display = ["name", "project", "zone", "role", "size_gb", "bus", "instance", "image"]
     list_filter = ["role", "bus", "zone", "project"]
     search_fields = ["name", "instance__name", "project__slug"]
@@ -198,7 +222,7 @@ class DiskAdmin(admin.ModelAdmin):
 
 
 @admin.register(DiskSnapshot)
-class DiskSnapshotAdmin(admin.ModelAdmin):
+class DiskSnapshotAdmin(ShownOnly, admin.ModelAdmin):
     list_display = ["name", "disk", "consistent", "created_at"]
     list_filter = ["consistent"]
     search_fields = ["name", "disk__name"]

@@ -82,3 +82,39 @@ def test_placement_and_power_state_are_read_only_in_the_admin(admin_client, inst
     url = reverse("admin:instances_instance_change", args=[instance.pk])
     form = admin_client.get(url).context["adminform"].form
     assert not {"project", "zone", "host", "backend", "power_state"} & set(form.fields)
+
+
+@pytest.mark.parametrize("model", ["disk", "networkinterface", "iplease"])
+def test_disks_interfaces_and_leases_are_shown_not_changed_in_the_admin(
+    admin_client, instance, model
+):
+    row = {
+        "disk": instance.disks.first(),
+        "networkinterface": instance.nics.first(),
+        "iplease": IPLease.objects.first(),
+    }[model]
+    change = reverse(f"admin:instances_{model}_change", args=[row.pk])
+
+    assert admin_client.get(reverse(f"admin:instances_{model}_add")).status_code == 403
+    assert admin_client.get(change).status_code == 200
+    assert admin_client.post(change, {}).status_code == 403
+    delete = reverse(f"admin:instances_{model}_delete", args=[row.pk])
+    assert admin_client.post(delete, {"post": "yes"}).status_code == 403
+    assert type(row).objects.filter(pk=row.pk).exists()
+
+
+def test_the_instance_page_in_the_admin_shows_its_disks_and_nics_read_only(admin_client, instance):
+    page = admin_client.get(reverse("admin:instances_instance_change", args=[instance.pk]))
+    formsets = {f.formset.prefix: f for f in page.context["inline_admin_formsets"]}
+    assert set(formsets) == {"disks", "nics"}
+    for formset in formsets.values():
+        assert not formset.has_add_permission and not formset.has_change_permission
+        assert not formset.has_delete_permission
+
+
+def test_a_subnets_addresses_are_read_only_once_it_exists(admin_client, subnet):
+    page = admin_client.get(reverse("admin:instances_subnet_change", args=[subnet.pk]))
+    fields = set(page.context["adminform"].form.fields)
+    assert "name" in fields and not {"cidr_v4", "cidr_v6", "gateway", "zone"} & fields
+    add = admin_client.get(reverse("admin:instances_subnet_add")).context["adminform"].form
+    assert {"cidr_v4", "gateway"} <= set(add.fields)
