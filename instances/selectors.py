@@ -70,8 +70,10 @@ def instances_filtered(
         instances = instances.filter(power_state=state)
     if zone:
         instances = instances.filter(zone=zone)
-    if subnet:
-        instances = instances.filter(nics__subnet_id=subnet)
+    if subnet:  # an id from the filter's select; anything else names no subnet
+        instances = (
+            instances.filter(nics__subnet_id=subnet) if subnet.isdigit() else instances.none()
+        )
     if q:
         instances = instances.filter(_search(q.strip()))
     return instances.distinct().order_by("name")

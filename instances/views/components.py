@@ -2,10 +2,13 @@
 and sends the user back to the tab with a message saying what happened or what to fix."""
 
 from collections.abc import Callable
+from typing import TypeVar
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
+from django.db import models, transaction
+from django.db.models import QuerySet
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_POST
@@ -14,16 +17,19 @@ from instances.access import instance_for_user
 from instances.errors import ActionRefused
 from instances.forms import images_for
 from instances.http import AuthedRequest
-from instances.models import ElasticIP, Instance
+from instances.models import Disk, ElasticIP, Instance, NetworkInterface
 from instances.services import network, storage
 from instances.views.instances import back_to_detail
+
+M = TypeVar("M", bound=models.Model)
 
 
 def _run(
     request: AuthedRequest, instance: Instance, tab: str, done: str, call: Callable[[], object]
 ) -> HttpResponse:
     try:
-        call()
+        with transaction.atomic():  # one action, one change: a refused attach keeps no new disk
+            call()
     except ValidationError as error:
         messages.error(request, " ".join(error.messages))
     except ActionRefused as refused:
@@ -40,6 +46,15 @@ def _int(request: AuthedRequest, name: str) -> int:
         raise ValidationError(f"Enter a whole number for {name.replace('_', ' ')}.") from None
 
 
+def _chosen(rows: QuerySet[M], request: AuthedRequest, name: str, what: str) -> M:
+    """The row the form's select named; a message when it named none (404 when it is not one of
+    rows: another project's, or gone)."""
+    value = request.POST.get(name, "")
+    if not value.isdigit():
+        raise ValidationError(f"Choose {what}.")
+    return get_object_or_404(rows, pk=int(value))
+
+
 @require_POST
 @login_required
 def disk_action(request: AuthedRequest, project_slug: str, pk: int, action: str) -> HttpResponse:
@@ -47,8 +62,8 @@ def disk_action(request: AuthedRequest, project_slug: str, pk: int, action: str)
     disks = instance.project.disks
     user = request.user
 
-    def disk():  # type: ignore[no-untyped-def]
-        return get_object_or_404(disks, pk=request.POST.get("disk"))
+    def disk() -> Disk:
+        return _chosen(disks.all(), request, "disk", "a disk")
 
     def create_and_attach() -> None:
         new = storage.disk_create(
@@ -59,7 +74,7 @@ def disk_action(request: AuthedRequest, project_slug: str, pk: int, action: str)
         storage.disk_attach(disk=new, instance=instance, actor=user)
 
     def insert() -> None:
-        iso = get_object_or_404(images_for(instance.project, "iso"), pk=request.POST.get("image"))
+        iso = _chosen(images_for(instance.project, "iso"), request, "image", "an ISO image")
         storage.cdrom_insert(disk=disk(), actor=user, image=iso)
 
     def attach() -> None:
@@ -99,14 +114,14 @@ def nic_action(request: AuthedRequest, project_slug: str, pk: int, action: str) 
     instance, _ = instance_for_user(request.user, project_slug, pk)
     user = request.user
 
-    def nic():  # type: ignore[no-untyped-def]
-        return get_object_or_404(instance.nics, pk=request.POST.get("nic"))
+    def nic() -> NetworkInterface:
+        return _chosen(instance.nics.all(), request, "nic", "an interface")
 
     def eip() -> ElasticIP:
-        return get_object_or_404(instance.project.elastic_ips, pk=request.POST.get("eip"))
+        return _chosen(instance.project.elastic_ips.all(), request, "eip", "an Elastic IP")
 
     def add() -> None:
-        subnet = get_object_or_404(instance.project.subnets, pk=request.POST.get("subnet"))
+        subnet = _chosen(instance.project.subnets.all(), request, "subnet", "a subnet")
         options = {
             k: request.POST[k] for k in ("ipv4", "ipv6", "mac", "model") if request.POST.get(k)
         }
@@ -119,12 +134,13 @@ def nic_action(request: AuthedRequest, project_slug: str, pk: int, action: str) 
         )  # fmt: skip
 
     def associate() -> None:
+        target = nic()
         chosen = (
             eip()
             if request.POST.get("eip")
             else network.eip_allocate(project=instance.project, actor=user)
         )
-        network.eip_associate(eip=chosen, nic=nic(), actor=user)
+        network.eip_associate(eip=chosen, nic=target, actor=user)
 
     handlers: dict[str, tuple[str, Callable[[], object]]] = {
         "add": ("Interface added; it appears in the guest at the next start.", add),

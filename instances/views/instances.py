@@ -8,7 +8,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
-from django.http import HttpResponse
+from django.http import HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -194,7 +194,10 @@ def _instance_request(
 def instance_form_row(request: AuthedRequest, project_slug: str, kind: str) -> HttpResponse:
     """An empty disk or NIC row for the create form ("Add disk", "Add interface")."""
     project, _ = project_for_user(request.user, project_slug, Role.OPERATOR)
-    index = int(request.GET.get("index", "0") or 0)
+    position = request.GET.get("index", "0") or "0"
+    if not position.isdigit():
+        return HttpResponseBadRequest("index: a whole number, the row's position in the form.")
+    index = int(position)
     formset: forms.BaseFormSet
     if kind == "nics":
         formset = NicFormSet(prefix="nics", form_kwargs={"project": project})

@@ -239,3 +239,54 @@ def test_the_networking_tab_states_how_subnets_are_wired(client_for, instance, p
         assert "uses QEMU user networking" in client_for("viewer").get(url).text
     finally:
         backend_named.cache_clear()
+
+
+def test_a_new_disk_that_cannot_be_attached_is_not_kept(client_for, instance, project):
+    url = reverse("instance-disk-action", args=[project.slug, instance.pk, "create"])
+    form = {"name": "second-root", "size_gb": "5", "role": "root"}
+    response = client_for("operator").post(url, form, follow=True)
+
+    assert "already has a root disk" in response.text
+    assert not project.disks.filter(name="second-root").exists()
+
+
+def test_an_elastic_ip_is_not_allocated_for_an_association_that_fails(
+    client_for, instance, project
+):
+    from instances.models import ElasticIP
+
+    client = client_for("operator")
+    url = reverse("instance-nic-action", args=[project.slug, instance.pk, "associate-eip"])
+    nic = instance.nics.get()
+    assert client.post(url, {"nic": nic.pk}).status_code == 302
+    assert "already has an Elastic IP" in client.post(url, {"nic": nic.pk}, follow=True).text
+    assert client.post(url, {"nic": 999999}).status_code == 404
+    assert ElasticIP.objects.count() == 1
+
+
+@pytest.mark.parametrize(
+    ("action", "field", "message"),
+    [
+        ("disks/attach", "disk", "Choose a disk."),
+        ("disks/insert", "image", "Choose an ISO image."),
+        ("nics/remove", "nic", "Choose an interface."),
+        ("nics/add", "subnet", "Choose a subnet."),
+        ("nics/release-eip", "eip", "Choose an Elastic IP."),
+    ],
+)
+def test_a_form_naming_no_object_gets_a_message(
+    client_for, instance, project, action, field, message
+):
+    url = reverse("instance-detail", args=[project.slug, instance.pk]) + action + "/"
+    response = client_for("operator").post(url, {field: "abc"}, follow=True)
+    assert response.status_code == 200 and message in response.text
+
+
+def test_the_list_and_form_rows_answer_bad_query_values_without_an_error(
+    client_for, instance, project
+):
+    client = client_for("operator")
+    listing = client.get(reverse("instance-list", args=[project.slug]), {"subnet": "abc"})
+    assert listing.status_code == 200 and "No instance matches these filters." in listing.text
+    row = client.get(reverse("instance-form-row", args=[project.slug, "disks"]), {"index": "x"})
+    assert row.status_code == 400 and "index" in row.text

@@ -7,6 +7,7 @@ from django.test import Client
 from django.urls import reverse
 
 from instances.choices import PowerState
+from instances.consoles.recording import part_path
 from instances.consoles.tickets import SUBPROTOCOL_PREFIX, ticket_hash
 from instances.models import ConsoleSession, ConsoleTicket, Instance
 
@@ -169,3 +170,17 @@ def test_a_recording_outside_the_recordings_folder_is_never_served(
     session.save()
     url = reverse("instance-console-recording", args=["alpha", running_instance.pk, session.pk])
     assert client_for("owner").get(url).status_code == 404
+
+
+def test_the_recording_of_an_open_session_is_not_served_nor_touched(
+    client_for, running_instance, settings, tmp_path
+):
+    session = make_recorded_session(running_instance, settings, tmp_path)
+    cast = tmp_path / session.recording
+    cast.unlink()
+    part = part_path(cast)
+    part.write_text("being written by the proxy")
+    args = ["alpha", running_instance.pk, session.pk]
+    for name in ("instance-console-replay", "instance-console-recording"):
+        assert client_for("owner").get(reverse(name, args=args)).status_code == 404
+    assert part.read_text() == "being written by the proxy" and not cast.exists()
