@@ -4,13 +4,16 @@ Each runs in a transaction, leaves an audit event naming the acting user, and qu
 next step on commit.
 """
 
+from collections.abc import Callable
+
 from django.contrib.auth.models import AbstractBaseUser, User
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
 from instances.access import project_role
-from instances.actions import require
+from instances.actions import Allowed, require
+from instances.choices import Role
 from instances.models import Project
 from instances.services import audit_record
 from provisioning import actions
@@ -58,10 +61,22 @@ def job_create(
     return job
 
 
+def _claimed(
+    job: ProvisioningJob,
+    actor: AbstractBaseUser,
+    rule: Callable[[ProvisioningJob, Role | None], Allowed],
+) -> ProvisioningJob:
+    """The job's row, locked until the transaction ends, once the rule holds for it as it is
+    now: two clicks, or the page and the API, must not both start a phase from one state."""
+    fresh = ProvisioningJob.objects.select_for_update().get(pk=job.pk)
+    require(rule(fresh, project_role(actor, fresh.project)))
+    return fresh
+
+
 def job_retry(*, job: ProvisioningJob, actor: AbstractBaseUser) -> ProvisioningJob:
     """Resume a failed job at its failed step; the steps before it are not run again."""
-    require(actions.retry(job, project_role(actor, job.project)))
     with transaction.atomic():
+        job = _claimed(job, actor, actions.retry)
         failed = job.steps.filter(status=StepStatus.FAILED).order_by("position").first()
         if failed is not None:
             job.steps.filter(position__gte=failed.position).exclude(
@@ -119,8 +134,8 @@ def _start_phase(job: ProvisioningJob, phase: Phase, config: InfraConfig) -> Non
 
 def job_teardown(*, job: ProvisioningJob, actor: AbstractBaseUser) -> ProvisioningJob:
     """DELETE: the seed's ordered teardown, as tracked steps of the same job."""
-    require(actions.delete(job, project_role(actor, job.project)))
     with transaction.atomic():
+        job = _claimed(job, actor, actions.delete)
         _start_phase(job, Phase.TEARDOWN, InfraConfig.from_json(job.config))
         audit_record(actor=actor, action="provisioning.delete", project=job.project, target=job)
     return job
@@ -134,8 +149,8 @@ def job_vm_op(*, job: ProvisioningJob, actor: AbstractBaseUser, op: str) -> Prov
             {"vmOp": f"Unknown vmOp {op!r}: use one of {', '.join(actions.VM_OPS)}."}
         )
     rule = actions.attach_lb if op == "attach_lb" else actions.detach_lb
-    require(rule(job, project_role(actor, job.project)))
     with transaction.atomic():
+        job = _claimed(job, actor, rule)
         config = InfraConfig.from_json(job.config)
         if op == "attach_lb":
             config.load_balancer = True
