@@ -57,8 +57,11 @@ def machine_restart(instance_id: int, claimed_at: str | None = None) -> None:
 
 
 @shared_task(name="instances.machine_undefine", **RETRY)
-def machine_undefine(backend_name: str, machine_id: str) -> None:
-    machines.machine_undefine(backend_name, machine_id)
+def machine_undefine(
+    backend_name: str, machine_id: str, disk_names: list[str] | None = None
+) -> None:
+    """Messages sent before the disk names came along remove the machine only."""
+    machines.machine_undefine(backend_name, machine_id, disk_names or [])
 
 
 @shared_task(name="instances.nic_set_link", **RETRY)

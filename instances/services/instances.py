@@ -205,8 +205,11 @@ def instance_delete(*, instance: Instance, actor: AbstractBaseUser) -> None:
         audit_record(
             actor=actor, action="instance.delete", project=instance.project, target=instance
         )
+        going = instance.disks.filter(role__in=[DiskRole.ROOT, DiskRole.CDROM])
+        disk_names = [disk.device_name for disk in going]
         enqueue_host_task(
-            instance, "instances.machine_undefine", instance.backend, instance.machine_id
-        )
-        instance.disks.filter(role__in=[DiskRole.ROOT, DiskRole.CDROM]).delete()
+            instance, "instances.machine_undefine", instance.backend, instance.machine_id,
+            disk_names,
+        )  # fmt: skip
+        going.delete()
         instance.delete()

@@ -9,6 +9,7 @@ instance.
 
 import logging
 import time
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -264,8 +265,12 @@ def cdrom_change(disk_id: int) -> None:
     )
 
 
-def machine_undefine(backend_name: str, machine_id: str) -> None:
-    backend_named(backend_name).undefine(machine_id)
+def machine_undefine(backend_name: str, machine_id: str, disk_names: Sequence[str] = ()) -> None:
+    """Remove a deleted instance's machine, then the files of the disks that went with it."""
+    backend = backend_named(backend_name)
+    backend.undefine(machine_id)
+    for name in disk_names:
+        backend.delete_disk(name)
 
 
 def restart_wanted(strategy: str, exit_kind: ExitKind) -> bool:

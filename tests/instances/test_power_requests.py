@@ -151,6 +151,17 @@ def test_deleting_frees_addresses_and_keeps_secondary_disks(project, owner, oper
     assert list(Disk.objects.values_list("name", "instance")) == [("web-1-disk1", None)]
 
 
+def test_deleting_removes_the_machine_and_its_root_disk_file_on_its_host(
+    instance, owner, monkeypatch, django_capture_on_commit_callbacks
+):
+    sent = []
+    monkeypatch.setattr(app, "send_task", lambda name, args, **options: sent.append((name, args)))
+    machine_id, root = instance.machine_id, instance.disks.get().device_name
+    with django_capture_on_commit_callbacks(execute=True):
+        instance_delete(instance=instance, actor=owner)
+    assert sent == [("instances.machine_undefine", ("qemu", machine_id, [root]))]
+
+
 def test_power_buttons_of_backends_the_console_lacks_say_they_are_not_available_yet(
     instance, operator
 ):
