@@ -225,10 +225,16 @@ class QemuBackend:
         return True
 
     def force_stop(self, machine_id: str) -> None:
-        """QMP quit (SIGKILL if QEMU lingers); returns once the process is gone."""
+        """QMP quit (signals if QEMU lingers, or if its monitor does not answer: a hung QEMU is
+        what Force Shutdown is for); returns once the process is gone."""
         run = self._run_folder(machine_id)
         with run.lock():
-            status = self._settle(run)
+            try:
+                status = self._settle(run)
+            except BackendError:  # QEMU lives (the status read says so) but its monitor is stuck
+                run.mark_stop_requested()
+                self._end_run(run, run.read_pid(), ExitKind.REQUESTED, monitor=False)
+                return
             if status.power is Power.STOPPED or status.pid is None:
                 return
             run.mark_stop_requested()
@@ -474,8 +480,11 @@ class QemuBackend:
         kind = ExitKind.REQUESTED if run.stop_requested() else ExitKind.CRASHED
         return MachineStatus(Power.STOPPED, self._end_run(run, pid, kind))
 
-    def _end_run(self, run: RunFolder, pid: int | None, kind: ExitKind) -> ExitKind:
-        """End the run of QEMU `pid` and record how it ended; the exit recorded.
+    def _end_run(
+        self, run: RunFolder, pid: int | None, kind: ExitKind, *, monitor: bool = True
+    ) -> ExitKind:
+        """End the run of QEMU `pid` and record how it ended; the exit recorded. Without
+        `monitor`, QEMU is ended by signals alone.
 
         Status reads take no run lock, so two readers may both find a run over, and a Start may
         begin the next run meanwhile: the ending happens once, under its own lock, and only while
@@ -485,7 +494,7 @@ class QemuBackend:
             if run.read_pid() != pid or recorded is not None:
                 return recorded or kind
             if pid is not None and self._qemu_alive(run):
-                self._quit(run, pid)
+                self._quit(run, pid, monitor=monitor)
             self._finish(run, kind)
             return kind
 
@@ -495,12 +504,14 @@ class QemuBackend:
             raise BackendError(f"Machine {run.path.name} is not running.")
         return status
 
-    def _quit(self, run: RunFolder, pid: int) -> None:
-        with contextlib.suppress(BackendError):  # gone already, or stuck: the signals below decide
-            Monitor(run.qmp_socket, timeout=3).execute("quit")
+    def _quit(self, run: RunFolder, pid: int, *, monitor: bool = True) -> None:
         marker = str(run.qmp_socket)
-        if not process.wait_gone(pid, marker, timeout=5):
-            process.kill(pid, marker, grace=3)
+        if monitor:
+            with contextlib.suppress(BackendError):  # gone already, or stuck: signals decide
+                Monitor(run.qmp_socket, timeout=3).execute("quit")
+            if process.wait_gone(pid, marker, timeout=5):
+                return
+        process.kill(pid, marker, grace=3)  # SIGTERM: QEMU exits as on quit; then SIGKILL
 
     def _finish(self, run: RunFolder, kind: ExitKind) -> None:
         self._release(run)

@@ -407,3 +407,18 @@ def test_undefine_with_disk_names_removes_those_disks_files_only(short_dir, monk
 
     assert not (short_dir / "i-1").exists()
     assert sorted(path.name for path in store.iterdir()) == ["disk-2.qcow2"]
+
+
+def test_force_stop_ends_a_qemu_whose_monitor_does_not_answer(fake_qemu):
+    import fcntl
+
+    backend = fake_qemu("running")
+    backend.monitor_timeout = 0.2
+    run = backend._run_folder("i-1")
+    pid = run.read_pid()
+    with open(run.qmp_socket.with_suffix(".lock"), "a") as stuck:
+        fcntl.flock(stuck, fcntl.LOCK_EX)  # a caller hung in the monitor holds its turn
+        backend.force_stop("i-1")
+        assert not process.is_alive(pid, str(run.qmp_socket))
+        status = backend.status("i-1")
+    assert (status.power, status.exit) == (Power.STOPPED, ExitKind.REQUESTED)
