@@ -145,11 +145,16 @@ class RunFolder:
         return self._pid_file.exists()
 
     def begin_start(self, pid: int, runtime: "Runtime") -> None:
-        """Record a fresh launch: forget how the previous run ended."""
-        self._stop_requested_file.unlink(missing_ok=True)
-        self._exit_file.unlink(missing_ok=True)
+        """Record a fresh launch: forget how the previous run ended.
+
+        In this order for status reads, which take no lock: while the old pid is on file, the old
+        run's exit is too, so no reader takes that run for one still to be ended (ending it would
+        release the taps the new run has just plugged, which have the same names); and the exit
+        goes last, so a new run that dies at once is not read as the old run's stop request."""
         self.write_runtime(runtime)
         _write_atomic(self._pid_file, f"{pid}\n")
+        self._stop_requested_file.unlink(missing_ok=True)
+        self._exit_file.unlink(missing_ok=True)
 
     def mark_stop_requested(self) -> None:
         _write_atomic(self._stop_requested_file, "")

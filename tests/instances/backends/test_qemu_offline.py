@@ -422,3 +422,22 @@ def test_force_stop_ends_a_qemu_whose_monitor_does_not_answer(fake_qemu):
         assert not process.is_alive(pid, str(run.qmp_socket))
         status = backend.status("i-1")
     assert (status.power, status.exit) == (Power.STOPPED, ExitKind.REQUESTED)
+
+
+def test_a_status_read_during_a_starts_bookkeeping_leaves_the_new_run_alone(
+    fake_qemu, monkeypatch
+):
+    backend = fake_qemu("shutdown")
+    run = backend._run_folder("i-1")
+    ended_pid = run.read_pid()
+    assert ended_pid is not None
+    backend.status("i-1")  # the run is ended and recorded
+    write_runtime = RunFolder.write_runtime
+
+    def a_reader_lands_here(folder: RunFolder, runtime: Runtime) -> None:
+        write_runtime(folder, runtime)
+        backend.status("i-1")
+
+    monkeypatch.setattr(RunFolder, "write_runtime", a_reader_lands_here)
+    run.begin_start(ended_pid + 1, Runtime(links={"eth0": True}))
+    assert run.read_exit() is None and run.read_pid() == ended_pid + 1
