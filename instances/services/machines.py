@@ -140,7 +140,16 @@ def machine_start(instance_id: int, claimed_at: str | None = None) -> None:
     except BackendError as error:
         _fail(instance, PowerState.STARTING, error, "start")
         return
-    _settle(instance_id, PowerState.STARTING, PowerState.RUNNING, last_exit=LastExit.NONE)
+    if _settle(instance_id, PowerState.STARTING, PowerState.RUNNING, last_exit=LastExit.NONE):
+        return
+    # claimed again while it launched: a Force Shutdown, which may have found nothing to stop
+    # yet and recorded Stopped. Its request wins: end what this start launched.
+    if Instance.objects.filter(pk=instance_id, power_state=PowerState.RUNNING).exists():
+        return
+    try:
+        backend.force_stop(spec.id)
+    except BackendError as error:  # the reconciler then records it running
+        log.warning("stopping %s after a stop asked for while it started: %s", spec.id, error)
 
 
 def machine_shutdown(instance_id: int, claimed_at: str | None = None) -> None:

@@ -1,0 +1,74 @@
+"""machine_start, the worker's side of Start, when a Force Shutdown is asked for meanwhile."""
+
+import pytest
+
+from instances import backends
+from instances.backends.base import MachineStatus, Power
+from instances.choices import PowerState
+from instances.models import Instance
+from instances.services import machines
+from instances.services.instances import instance_create
+from tests.factories import instance_request
+
+pytestmark = pytest.mark.django_db
+
+
+class LaunchingBackend:
+    """Launches; `meanwhile` runs during the launch, as another worker thread would."""
+
+    name = "launching"
+
+    def __init__(self, meanwhile) -> None:  # type: ignore[no-untyped-def]
+        self.meanwhile = meanwhile
+        self.running = False
+        self.force_stops = 0
+
+    def define(self, spec) -> None:  # type: ignore[no-untyped-def]
+        pass
+
+    def status(self, machine_id: str) -> MachineStatus:
+        return MachineStatus(Power.RUNNING if self.running else Power.STOPPED)
+
+    def start(self, spec) -> None:  # type: ignore[no-untyped-def]
+        self.meanwhile()
+        self.running = True
+
+    def force_stop(self, machine_id: str) -> None:
+        self.force_stops += 1
+        self.running = False
+
+
+@pytest.fixture
+def starting(monkeypatch, project, operator, subnet):
+    def make(meanwhile) -> tuple[LaunchingBackend, Instance]:  # type: ignore[no-untyped-def]
+        backend = LaunchingBackend(meanwhile)
+        monkeypatch.setattr(backends, "_factories", {"launching": lambda: backend})
+        backends.backend_named.cache_clear()
+        instance = instance_create(
+            project=project, actor=operator, request=instance_request(subnet)
+        )
+        Instance.objects.filter(pk=instance.pk).update(
+            backend="launching", power_state=PowerState.STARTING
+        )
+        return backend, instance
+
+    yield make
+    backends.backend_named.cache_clear()
+
+
+def test_a_start_records_running(starting):
+    backend, instance = starting(lambda: None)
+    machines.machine_start(instance.pk)
+    instance.refresh_from_db()
+    assert instance.power_state == PowerState.RUNNING and backend.running
+
+
+def test_a_force_shutdown_that_finished_during_the_launch_still_wins(starting):
+    def force_shutdown_done() -> None:  # claimed and found nothing running yet
+        Instance.objects.filter(pk=instance.pk).update(power_state=PowerState.STOPPED)
+
+    backend, instance = starting(force_shutdown_done)
+    machines.machine_start(instance.pk)
+    instance.refresh_from_db()
+    assert instance.power_state == PowerState.STOPPED
+    assert backend.force_stops == 1 and not backend.running
