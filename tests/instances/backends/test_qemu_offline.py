@@ -424,9 +424,7 @@ def test_force_stop_ends_a_qemu_whose_monitor_does_not_answer(fake_qemu):
     assert (status.power, status.exit) == (Power.STOPPED, ExitKind.REQUESTED)
 
 
-def test_a_status_read_during_a_starts_bookkeeping_leaves_the_new_run_alone(
-    fake_qemu, monkeypatch
-):
+def test_a_status_read_during_a_starts_bookkeeping_leaves_the_new_run_alone(fake_qemu, monkeypatch):
     backend = fake_qemu("shutdown")
     run = backend._run_folder("i-1")
     ended_pid = run.read_pid()
