@@ -157,9 +157,10 @@ def machine_shutdown(instance_id: int, claimed_at: str | None = None) -> None:
 
     1. Press; the backend waits for the power-off (QEMU: its SHUTDOWN event), pressing again
        every ACPI_REPEAT_SECONDS: a guest still booting has no ACPI daemon yet.
-    2. Past SHUTDOWN_TIMEOUT the instance goes back to Running with a message. The backend
-       forgets the stop it was asked for first, here and after any error: a later crash of this
-       guest is a crash for its run strategy, not the stop the user gave up on.
+    2. Past SHUTDOWN_TIMEOUT the instance goes back to Running with a message (under Halted,
+       which keeps it off, its power is cut instead). The backend forgets the stop it was asked
+       for first, here and after any error: a later crash of this guest is a crash for its run
+       strategy, not the stop the user gave up on.
     3. Stopped is recorded as soon as the guest is off; the status read after it ends the
        machine's process and releases its helpers, which the user need not wait for.
     """
@@ -167,12 +168,20 @@ def machine_shutdown(instance_id: int, claimed_at: str | None = None) -> None:
     if instance is None:
         return
     backend = backend_named(instance.backend)
+    message = ""
     try:
         deadline = time.monotonic() + SHUTDOWN_TIMEOUT
         while True:
             backend.shutdown(instance.machine_id)
             wait = max(0.0, min(ACPI_REPEAT_SECONDS, deadline - time.monotonic()))
             if backend.wait_powered_off(instance.machine_id, wait):
+                break
+            if time.monotonic() >= deadline and _halted(instance_id):
+                backend.force_stop(instance.machine_id)
+                message = (
+                    f"The guest did not power off within {SHUTDOWN_TIMEOUT} s of the ACPI "
+                    "signal; the Halted run strategy cut its power."
+                )
                 break
             if time.monotonic() >= deadline:
                 _withdraw_stop(instance)  # first: once Running, a new Shutdown may press
@@ -189,11 +198,18 @@ def machine_shutdown(instance_id: int, claimed_at: str | None = None) -> None:
         _withdraw_stop(instance)
         _fail(instance, PowerState.STOPPING, error, "shutdown")
         return
-    _settle(instance_id, PowerState.STOPPING, PowerState.STOPPED, last_exit=LastExit.REQUESTED)
+    _settle(
+        instance_id, PowerState.STOPPING, PowerState.STOPPED, message, last_exit=LastExit.REQUESTED
+    )
     try:
         backend.status(instance.machine_id)
     except BackendError as error:  # the reconciler reads the status again within seconds
         log.warning("tidying up %s after its shutdown failed: %s", instance.machine_id, error)
+
+
+def _halted(instance_id: int) -> bool:
+    """Halted keeps an instance off: a guest that ignores the ACPI signal is powered off."""
+    return Instance.objects.filter(pk=instance_id, run_strategy=RunStrategy.HALTED).exists()
 
 
 def _withdraw_stop(instance: Instance) -> None:
@@ -299,7 +315,8 @@ def reconcile_host(host: str) -> None:
 
     1. Running in the database, stopped in reality: record how it ended; restart it when its
        run strategy says so (Always; RerunOnFailure after a crash).
-    2. Stopped in the database, running in reality (adopted after a restart): mark it running.
+    2. Stopped in the database, running in reality (adopted after a restart): mark it running;
+       under Halted, stop it.
     3. Stuck in a transitional state (its worker died): settle it from what the backend reports.
     4. Running in both: refresh the carrier state of its NICs.
     """
@@ -315,7 +332,13 @@ def reconcile_host(host: str) -> None:
         if state == PowerState.RUNNING and not running:
             _stopped_by_itself(instance, status.exit)
         elif state in (PowerState.STOPPED, PowerState.FAILED) and running:
-            _settle(instance.pk, state, PowerState.RUNNING)
+            if instance.run_strategy != RunStrategy.HALTED:
+                _settle(instance.pk, state, PowerState.RUNNING)
+                continue
+            try:  # Halted keeps it off, whatever started it
+                backend_named(instance.backend).force_stop(instance.machine_id)
+            except BackendError as error:
+                log.warning("stopping %s, which is Halted: %s", instance.machine_id, error.message)
         elif state in POWER_TRANSITIONAL and instance.state_changed_at < stuck_before:
             settled = PowerState.RUNNING if running else PowerState.STOPPED
             _settle(instance.pk, state, settled, since=instance.state_changed_at)

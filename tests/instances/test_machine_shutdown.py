@@ -6,7 +6,7 @@ from django.utils import timezone
 
 from instances import backends, tasks
 from instances.backends.base import BackendError, MachineStatus, Power
-from instances.choices import LastExit, Outcome, PowerState
+from instances.choices import LastExit, Outcome, PowerState, RunStrategy
 from instances.models import AuditEvent, Instance
 from instances.services import machines
 from instances.services.instances import instance_create
@@ -26,6 +26,7 @@ class ScriptedBackend:
         self.presses = 0
         self.status_reads = 0
         self.withdrawals = 0
+        self.force_stops = 0
 
     def shutdown(self, machine_id: str) -> None:
         self.presses += 1
@@ -39,6 +40,9 @@ class ScriptedBackend:
 
     def withdraw_stop(self, machine_id: str) -> None:
         self.withdrawals += 1
+
+    def force_stop(self, machine_id: str) -> None:
+        self.force_stops += 1
 
     def status(self, machine_id: str) -> MachineStatus:
         self.status_reads += 1
@@ -93,6 +97,17 @@ def test_a_guest_that_never_powers_off_goes_back_to_running_with_a_message(scrip
     assert "did not power off within 0 s" in instance.power_message
     assert "Force Shutdown" in instance.power_message
     assert backend.withdrawals == 1  # a later crash is a crash again, for the run strategy
+
+
+def test_under_halted_a_guest_that_never_powers_off_has_its_power_cut(scripted, monkeypatch):
+    monkeypatch.setattr(machines, "SHUTDOWN_TIMEOUT", 0)
+    backend, instance = scripted([False])
+    Instance.objects.filter(pk=instance.pk).update(run_strategy=RunStrategy.HALTED)
+    machines.machine_shutdown(instance.pk)
+    instance.refresh_from_db()
+    assert (instance.power_state, instance.last_exit) == (PowerState.STOPPED, LastExit.REQUESTED)
+    assert "the Halted run strategy cut its power" in instance.power_message
+    assert backend.force_stops == 1 and backend.withdrawals == 0
 
 
 def test_a_shutdown_giving_up_leaves_a_force_shutdown_asked_for_meanwhile_alone(

@@ -4,7 +4,7 @@ import pytest
 
 from instances import backends
 from instances.backends.base import MachineStatus, Power
-from instances.choices import PowerState
+from instances.choices import PowerState, RunStrategy
 from instances.models import Instance
 from instances.services import machines
 from instances.services.instances import instance_create
@@ -72,3 +72,21 @@ def test_a_force_shutdown_that_finished_during_the_launch_still_wins(starting):
     instance.refresh_from_db()
     assert instance.power_state == PowerState.STOPPED
     assert backend.force_stops == 1 and not backend.running
+
+
+@pytest.mark.parametrize(
+    ("strategy", "state", "force_stops"),
+    [(RunStrategy.MANUAL, PowerState.RUNNING, 0), (RunStrategy.HALTED, PowerState.STOPPED, 1)],
+)
+def test_the_reconciler_adopts_a_running_machine_unless_it_is_halted(
+    starting, monkeypatch, strategy, state, force_stops
+):
+    monkeypatch.setattr(machines, "LOCAL_BACKENDS", ("launching",))
+    backend, instance = starting(lambda: None)
+    backend.running = True  # found running, after a worker restart
+    Instance.objects.filter(pk=instance.pk).update(
+        power_state=PowerState.STOPPED, run_strategy=strategy
+    )
+    machines.reconcile_host(instance.host)
+    instance.refresh_from_db()
+    assert instance.power_state == state and backend.force_stops == force_stops
