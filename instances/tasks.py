@@ -79,7 +79,19 @@ def disk_resize(disk_id: int) -> None:
     machines.disk_resize(disk_id)
 
 
-@shared_task(name="instances.disk_snapshot", **RETRY)
+class SnapshotTask(Task):
+    """A disk snapshot: when it fails for good, its record goes and the instance says why."""
+
+    def on_failure(self, exc, task_id, args, kwargs, einfo):  # type: ignore[no-untyped-def]
+        message = exc.message if isinstance(exc, BackendError) else "see the worker's log."
+        close_old_connections()
+        try:
+            machines.disk_snapshot_failed(args[0], message)
+        except Exception:
+            log.exception("recording the failed snapshot %s", args[0])
+
+
+@shared_task(name="instances.disk_snapshot", base=SnapshotTask, **RETRY)
 def disk_snapshot(snapshot_id: int) -> None:
     machines.disk_snapshot(snapshot_id)
 

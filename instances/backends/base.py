@@ -165,8 +165,9 @@ class Backend(Protocol):
 
     def resize_disk(self, spec: MachineSpec, disk: DiskSpec) -> None: ...
 
-    def snapshot_disk(self, machine_id: str, disk_name: str, snapshot_name: str) -> None:
-        """A consistent snapshot: the guest's filesystems are frozen around it when running."""
+    def snapshot_disk(self, machine_id: str, disk_name: str, snapshot_name: str) -> bool:
+        """A snapshot; when running, the guest's filesystems are frozen around it if the guest
+        can (its agent answers). True when they were."""
 
     def change_cdrom(self, machine_id: str, disk_name: str, iso: Path | None) -> None: ...
 

@@ -275,9 +275,25 @@ def disk_snapshot(snapshot_id: int) -> None:
         return
     instance = snapshot.disk.instance
     backend = backend_named(instance.backend)
-    backend.snapshot_disk(instance.machine_id, snapshot.disk.device_name, snapshot.name)
-    snapshot.consistent = instance.power_state == PowerState.RUNNING
-    snapshot.save(update_fields=["consistent"])
+    frozen = backend.snapshot_disk(instance.machine_id, snapshot.disk.device_name, snapshot.name)
+    DiskSnapshot.objects.filter(pk=snapshot_id).update(consistent=frozen)
+
+
+def disk_snapshot_failed(snapshot_id: int, message: str) -> None:
+    """The snapshot could not be taken, even after retries: its record goes, and the disk's
+    instance says why in its events."""
+    snapshot = DiskSnapshot.objects.select_related("disk__project").filter(pk=snapshot_id).first()
+    if snapshot is None:
+        return
+    snapshot.delete()
+    audit_record(
+        actor=None,
+        action="disk.snapshot",
+        project=snapshot.disk.project,
+        target=snapshot.disk.instance or snapshot.disk,
+        outcome=Outcome.FAILURE,
+        message=f"Snapshot {snapshot.name} of {snapshot.disk.name} failed: {message}",
+    )
 
 
 def cdrom_change(disk_id: int) -> None:

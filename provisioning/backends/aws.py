@@ -300,7 +300,7 @@ class AwsVmBackend:
     def resize_disk(self, spec: MachineSpec, disk: DiskSpec) -> None:
         raise self._unsupported("Disks")
 
-    def snapshot_disk(self, machine_id: str, disk_name: str, snapshot_name: str) -> None:
+    def snapshot_disk(self, machine_id: str, disk_name: str, snapshot_name: str) -> bool:
         raise self._unsupported("Disk snapshots")
 
     def change_cdrom(self, machine_id: str, disk_name: str, iso: Path | None) -> None:

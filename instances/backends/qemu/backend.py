@@ -366,27 +366,32 @@ class QemuBackend:
         else:
             self.qemu_img.resize(path, disk.size_gb)
 
-    def snapshot_disk(self, machine_id: str, disk_name: str, snapshot_name: str) -> None:
-        """An internal qcow2 snapshot; when running, inside a guest fsfreeze (always thawed)."""
+    def snapshot_disk(self, machine_id: str, disk_name: str, snapshot_name: str) -> bool:
+        """An internal qcow2 snapshot; when running, inside a guest fsfreeze (always thawed) if
+        the guest has an agent, else as a crash would leave the disk. Whether it was frozen."""
         run = self._run_folder(machine_id)
         path = self._disk_file(run, disk_name)
         if self._settle(run).power is Power.STOPPED:
             self.qemu_img.snapshot(path, snapshot_name)
-            return
+            return False
         agent = self._agent(run)
         try:
             agent.freeze()
-        except BackendError:
+        except BackendError:  # no agent in this guest, or it does not answer
             with contextlib.suppress(BackendError):  # never leave a half-done freeze behind
                 agent.thaw()
-            raise
+            frozen = False
+        else:
+            frozen = True
         try:
             self._monitor(run).execute(
                 "blockdev-snapshot-internal-sync",
                 {"device": node_name(disk_name), "name": snapshot_name},
             )
         finally:
-            agent.thaw()
+            if frozen:
+                agent.thaw()
+        return frozen
 
     def change_cdrom(self, machine_id: str, disk_name: str, iso: Path | None) -> None:
         """Insert or eject media of a running machine; a stopped one boots with its spec's ISO."""

@@ -316,11 +316,19 @@ def test_a_snapshot_of_a_running_disk_is_taken_inside_an_fsfreeze(backend, fleet
         return frozen
 
     monkeypatch.setattr(GuestAgent, "freeze", freeze_and_look)
-    backend.snapshot_disk("alpha", "disk-1", "before-upgrade")
+    assert backend.snapshot_disk("alpha", "disk-1", "before-upgrade") is True
     assert seen_while_frozen == [(1, "frozen")]  # /data, the one disk-backed filesystem
     assert backend.qemu_img.snapshots(backend.root / "disks" / "disk-1.qcow2") == ["before-upgrade"]
     assert GuestAgent(backend.root / "alpha" / "qga.sock").freeze_status() == "thawed"
     run_in(backend, "alpha", "echo after > /data/mark")  # writable again
+
+    def no_agent(agent: GuestAgent) -> int:
+        raise BackendError("The guest agent did not answer within 5 s.", retryable=True)
+
+    monkeypatch.setattr(GuestAgent, "freeze", no_agent)  # a guest without qemu-ga
+    assert backend.snapshot_disk("alpha", "disk-1", "unfrozen") is False
+    snapshots = backend.qemu_img.snapshots(backend.root / "disks" / "disk-1.qcow2")
+    assert snapshots == ["before-upgrade", "unfrozen"]
 
 
 def test_a_virtio_disk_is_hot_plugged_grown_and_unplugged_while_running(backend, fleet):
