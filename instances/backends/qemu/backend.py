@@ -557,12 +557,16 @@ class QemuBackend:
         return max(banners - 1, runtime.resets, 0)
 
     def _create_disk(self, run: RunFolder, disk: DiskSpec) -> None:
+        """Make the disk's file, or grow it to the spec's size: a free disk is resized in the
+        console alone, and its file catches up when a machine takes it."""
         if disk.role == "cdrom":
             return
         path = run.disk_path(disk.name)
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
             self.qemu_img.create(path, disk.size_gb, disk.source)
+        elif self.qemu_img.virtual_size(path) < disk.size_gb * GIB:
+            self.qemu_img.resize(path, disk.size_gb)
 
     def _disk_file(self, run: RunFolder, disk_name: str) -> Path:
         path = run.disk_path(disk_name)

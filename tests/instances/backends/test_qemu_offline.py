@@ -439,3 +439,18 @@ def test_a_status_read_during_a_starts_bookkeeping_leaves_the_new_run_alone(fake
     monkeypatch.setattr(RunFolder, "write_runtime", a_reader_lands_here)
     run.begin_start(ended_pid + 1, Runtime(links={"eth0": True}))
     assert run.read_exit() is None and run.read_pid() == ended_pid + 1
+
+
+def test_a_free_disk_resized_meanwhile_grows_when_a_machine_takes_it(short_dir):
+    from instances.backends.base import DiskSpec, MachineSpec
+    from instances.backends.qemu.backend import GIB
+
+    backend = QemuBackend(short_dir, network_mode="user")
+    machine = MachineSpec("i-1", "web-1", vcpus=1, sockets=1, cores=1, threads=1, memory_mb=1024)
+    backend.attach_disk(machine, DiskSpec("disk-3", "secondary", "virtio", size_gb=1))
+    backend.detach_disk("i-1", "disk-3")  # free again; then grown to 2 GB in the console
+    other = MachineSpec("i-2", "web-2", vcpus=1, sockets=1, cores=1, threads=1, memory_mb=1024)
+
+    backend.attach_disk(other, DiskSpec("disk-3", "secondary", "virtio", size_gb=2))
+
+    assert backend.qemu_img.virtual_size(short_dir / "disks" / "disk-3.qcow2") == 2 * GIB
