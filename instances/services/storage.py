@@ -7,11 +7,12 @@ from django.db.models import Q
 
 from instances import actions
 from instances.access import project_role
-from instances.choices import DiskRole, ImageKind, PowerState
+from instances.choices import DiskBus, DiskRole, ImageKind, PowerState
 from instances.errors import ActionRefused
 from instances.models import Disk, DiskSnapshot, Image, Instance, Project
 from instances.services.audit import audit_record
 from instances.services.queueing import enqueue_host_task
+from instances.specs import effective_bus
 from instances.validators import validate_dns_label
 
 
@@ -61,6 +62,13 @@ def disk_attach(*, disk: Disk, instance: Instance, actor: AbstractBaseUser) -> N
             and instance.disks.filter(role=DiskRole.ROOT).exclude(pk=disk.pk).exists()
         ):
             raise ValidationError({"disk": f"{instance.name} already has a root disk."})
+        if instance.power_state == PowerState.RUNNING and (
+            disk.role == DiskRole.CDROM or effective_bus(disk) != DiskBus.VIRTIO
+        ):
+            raise ValidationError(
+                {"disk": f"Only virtio disks are plugged into a running instance: stop "
+                 f"{instance.name} to attach {disk.name} (SATA or CD-ROM)."}
+            )  # fmt: skip
         disk.instance = instance
         disk.full_clean()
         # the disk was read before this transaction: it is taken only if still free (or ours)

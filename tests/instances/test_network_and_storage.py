@@ -183,3 +183,24 @@ def test_a_cdrom_takes_isos_only(instance, project, operator):
     storage.cdrom_eject(disk=drive, actor=operator)
     drive.refresh_from_db()
     assert drive.image is None
+
+
+@pytest.mark.parametrize(("bus", "role"), [("sata", DiskRole.SECONDARY), ("auto", DiskRole.CDROM)])
+def test_only_virtio_disks_are_attached_to_a_running_instance(
+    instance, project, operator, bus, role
+):
+    disk = storage.disk_create(
+        project=project, actor=operator, name="legacy", zone="local-1a", size_gb=1, bus=bus,
+        role=role,
+    )  # fmt: skip
+    with pytest.raises(ValidationError) as caught:
+        storage.disk_attach(disk=disk, instance=running(instance), actor=operator)
+    assert caught.value.message_dict["disk"] == [
+        "Only virtio disks are plugged into a running instance: stop web-1 to attach legacy "
+        "(SATA or CD-ROM)."
+    ]
+    assert Disk.objects.get(pk=disk.pk).instance is None
+    instance.power_state = PowerState.STOPPED
+    instance.save(update_fields=["power_state"])
+    storage.disk_attach(disk=disk, instance=instance, actor=operator)
+    assert Disk.objects.get(pk=disk.pk).instance == instance
