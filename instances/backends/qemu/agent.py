@@ -33,6 +33,14 @@ class GuestAgent:
     def ping(self) -> None:
         self.call("guest-ping")
 
+    def reboot(self, *, refusal_wait: float = 0.5) -> None:
+        """Ask the guest OS to reboot (qemu-ga runs its shutdown command). The agent answers
+        only a refusal, so one is waited for a moment; silence means the guest is on its way."""
+        with _Session(self.socket_path, self.timeout) as session:
+            session.send_command("guest-shutdown", {"mode": "reboot"})
+            if (reason := session.refusal("guest-shutdown", refusal_wait)) is not None:
+                raise BackendError(f"The guest agent refused guest-shutdown: {reason}")
+
     def facts(self) -> GuestFacts:
         """Hostname and interfaces are required; memory and filesystems are best effort (an
         agent may have guest-exec or guest-get-fsinfo disabled, a guest may lack `cat`)."""
@@ -97,14 +105,28 @@ class _Session:
         self.sock.close()
 
     def call(self, command: str, arguments: dict[str, Any] | None = None) -> Any:
-        message: dict[str, Any] = {"execute": command}
-        if arguments:
-            message["arguments"] = arguments
-        self._send(json.dumps(message).encode() + b"\n")
+        self.send_command(command, arguments)
         reply = json.loads(self._read_line(command))
         if "error" in reply:
             raise BackendError(f"The guest agent refused {command}: {reply['error'].get('desc')}")
         return reply.get("return")
+
+    def send_command(self, command: str, arguments: dict[str, Any] | None = None) -> None:
+        message: dict[str, Any] = {"execute": command}
+        if arguments:
+            message["arguments"] = arguments
+        self._send(json.dumps(message).encode() + b"\n")
+
+    def refusal(self, command: str, wait: float) -> str | None:
+        """For a command the agent answers only to refuse: the reason, or None when nothing
+        came within `wait` seconds (or the guest closed the port, going down)."""
+        self.sock.settimeout(wait)
+        try:
+            reply = json.loads(self._read_line(command))
+        except BackendError:
+            return None
+        error = reply.get("error")
+        return str(error.get("desc")) if error else None
 
     def execute(self, argv: list[str], timeout: float) -> tuple[int, str]:
         if not argv:

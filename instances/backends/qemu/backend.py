@@ -241,14 +241,18 @@ class QemuBackend:
             self._end_run(run, status.pid, ExitKind.REQUESTED)
 
     def restart(self, machine_id: str) -> None:
-        """A hard reset (system_reset); a shutdown asked for earlier is forgotten."""
+        """Ask the guest OS to reboot, through its agent; a hard reset (system_reset) when it has
+        no agent or the agent refuses. A shutdown asked for earlier is forgotten."""
         run = self._run_folder(machine_id)
         with run.lock():
             self._require_running(run)
+            run.clear_stop_requested()
+            with contextlib.suppress(BackendError):  # no agent, or it refused: a hard reset
+                self._agent(run).reboot()
+                return
             runtime = run.read_runtime()
             runtime.resets += 1
             run.write_runtime(runtime)
-            run.clear_stop_requested()
             self._monitor(run).execute("system_reset")
 
     def status(self, machine_id: str) -> MachineStatus:

@@ -365,10 +365,28 @@ def test_restart_reboots_the_guest_and_its_boot_counter_goes_up(backend, fleet):
     wait_for_prompt(backend, "bravo")
     assert run_in(backend, "bravo", "cat /data/boot-count").strip() == "1"
     offset = backend.serial_log("bravo").stat().st_size
-    backend.restart("bravo")
+    backend.restart("bravo")  # through the guest agent: the guest's own reboot
+    wait_for_output(backend, "bravo", "zopday-demo: shutdown: reboot", since=offset)
     wait_for_output(backend, "bravo", "root@bravo:/# ", since=offset)
     assert run_in(backend, "bravo", "cat /data/boot-count").strip() == "2"
     assert backend.status("bravo").boots == 1
+
+
+def test_restart_of_a_guest_without_an_agent_resets_it(backend, fleet, monkeypatch):
+    wait_for_prompt(backend, "alpha")
+    count = int(run_in(backend, "alpha", "cat /data/boot-count"))
+    boots = backend.status("alpha").boots
+
+    def no_agent(agent: GuestAgent, **options: float) -> None:
+        raise BackendError("The guest agent did not answer guest-sync-delimited within 5 s.")
+
+    monkeypatch.setattr(GuestAgent, "reboot", no_agent)
+    offset = backend.serial_log("alpha").stat().st_size
+    backend.restart("alpha")  # a hard reset
+    wait_for_output(backend, "alpha", "root@alpha:/# ", since=offset)
+    assert int(run_in(backend, "alpha", "cat /data/boot-count")) == count + 1
+    assert b"zopday-demo: shutdown" not in backend.serial_log("alpha").read_bytes()[offset:]
+    assert backend.status("alpha").boots == boots + 1
 
 
 def test_an_acpi_shutdown_we_asked_for_reads_requested(backend, fleet):

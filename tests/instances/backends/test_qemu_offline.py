@@ -183,6 +183,28 @@ def test_the_agent_client_drops_stale_replies_before_its_sync(short_dir):
     assert agent.call("guest-get-host-name") == {"host-name": "web-1"}
 
 
+def reboot_answer(refusal: bytes | None) -> Callable[[dict], bytes | None]:
+    def answer(message: dict) -> bytes | None:
+        if message["execute"] == "guest-sync-delimited":
+            return b"\xff" + json.dumps({"return": message["arguments"]["id"]}).encode() + b"\n"
+        assert message == {"execute": "guest-shutdown", "arguments": {"mode": "reboot"}}
+        return refusal
+
+    return answer
+
+
+def test_a_reboot_the_agent_takes_in_silence_is_under_way(short_dir):
+    fake_agent(short_dir / "qga.sock", reboot_answer(None))  # qemu-ga answers no success
+    GuestAgent(short_dir / "qga.sock", timeout=2).reboot(refusal_wait=0.1)
+
+
+def test_a_reboot_the_agent_refuses_is_an_error(short_dir):
+    refusal = b'{"error": {"class": "GenericError", "desc": "Command guest-shutdown has been disabled"}}\n'
+    fake_agent(short_dir / "qga.sock", reboot_answer(refusal))
+    with pytest.raises(BackendError, match="refused guest-shutdown: Command guest-shutdown has"):
+        GuestAgent(short_dir / "qga.sock", timeout=2).reboot(refusal_wait=2)
+
+
 def test_an_agent_that_does_not_answer_is_a_retryable_error(short_dir):
     fake_agent(short_dir / "qga.sock", lambda message: None)
     with pytest.raises(BackendError, match="did not answer") as caught:
