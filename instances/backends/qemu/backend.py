@@ -292,12 +292,13 @@ class QemuBackend:
     def set_link(self, machine_id: str, nic_name: str, up: bool) -> None:
         """Cable in or out; a stopped machine takes its links from the spec at the next start."""
         run = self._run_folder(machine_id)
-        if self._settle(run).power is Power.STOPPED:
-            return
-        self._monitor(run).execute("set_link", {"name": nic_name, "up": up})
-        runtime = run.read_runtime()
-        runtime.links[nic_name] = up
-        run.write_runtime(runtime)
+        with run.lock():  # runtime.json is read, changed and written back: one writer at a time
+            if self._settle(run).power is Power.STOPPED:
+                return
+            self._monitor(run).execute("set_link", {"name": nic_name, "up": up})
+            runtime = run.read_runtime()
+            runtime.links[nic_name] = up
+            run.write_runtime(runtime)
 
     def attach_disk(self, spec: MachineSpec, disk: DiskSpec) -> None:
         """Create the disk; hotplug it when running (virtio only: SATA has no hotplug in QEMU)."""
