@@ -126,12 +126,13 @@ class InstanceAdmin(admin.ModelAdmin):
     search_fields = ["name", "project__slug", "nics__ipv4", "nics__mac"]
     list_select_related = ["project"]
     # where the machine lives is fixed at creation (its disks share the zone; its files are on
-    # the host); its power state changes through the power operations
+    # the host); its power state and run strategy change through their services, which act
     readonly_fields = [
         "project",
         "zone",
         "backend",
         "host",
+        "run_strategy",
         "power_state",
         "power_message",
         "last_exit",

@@ -1,11 +1,16 @@
 """Reads of the instances app."""
 
 import ipaddress
+from typing import TypeVar
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.exceptions import ValidationError
+from django.db import models
 from django.db.models import Prefetch, Q, QuerySet
 
 from instances.models import AuditEvent, Instance, Membership, NetworkInterface, Project
+
+M = TypeVar("M", bound=models.Model)
 
 
 def projects_for_user(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Project]:
@@ -72,7 +77,9 @@ def instances_filtered(
         instances = instances.filter(zone=zone)
     if subnet:  # an id from the filter's select; anything else names no subnet
         instances = (
-            instances.filter(nics__subnet_id=subnet) if subnet.isdigit() else instances.none()
+            instances.filter(nics__subnet_id=int(subnet))
+            if subnet.isdecimal()
+            else instances.none()
         )
     if q:
         instances = instances.filter(_search(q.strip()))
@@ -93,3 +100,12 @@ def instance_events(instance: Instance) -> QuerySet[AuditEvent]:
     return AuditEvent.objects.filter(
         project_id=instance.project_id, target_type="instance", target_id=str(instance.pk)
     ).select_related("actor")
+
+
+def chosen(queryset: QuerySet[M], pk: int, field: str, message: str) -> M:
+    """The object a form or body field names, or a field error when there is no such object
+    among those the request may use."""
+    obj = queryset.filter(pk=pk).first()
+    if obj is None:
+        raise ValidationError({field: message})
+    return obj

@@ -6,7 +6,7 @@ from ninja.responses import Status
 
 from instances.api.auth import request_user
 from instances.api.errors import ERRORS, REFUSALS
-from instances.api.lookups import CHOOSE_IMAGE, chosen, images_of, object_for, project_for
+from instances.api.lookups import CHOOSE_IMAGE, images_of, object_for, project_for
 from instances.api.schemas import (
     DiskAttachIn,
     DiskCreateIn,
@@ -19,6 +19,7 @@ from instances.api.schemas import (
 )
 from instances.choices import Role
 from instances.models import Disk
+from instances.selectors import chosen
 from instances.services import storage
 
 router = Router(tags=["disks"])

@@ -4,7 +4,6 @@ field errors (422) worded like the services' own."""
 
 from typing import TypeVar
 
-from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
@@ -44,11 +43,3 @@ def object_for(
 def images_of(project: Project) -> QuerySet[Image]:
     """The images a project may use: its own and the shared ones."""
     return Image.objects.filter(Q(project=None) | Q(project=project))
-
-
-def chosen(queryset: QuerySet[M], pk: int, field: str, message: str) -> M:
-    """The object a body field names, or a field error when the project has no such object."""
-    obj = queryset.filter(pk=pk).first()
-    if obj is None:
-        raise ValidationError({field: message})
-    return obj

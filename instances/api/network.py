@@ -6,7 +6,7 @@ from ninja.responses import Status
 
 from instances.api.auth import request_user
 from instances.api.errors import ERRORS, REFUSALS
-from instances.api.lookups import chosen, object_for, project_for
+from instances.api.lookups import object_for, project_for
 from instances.api.schemas import (
     ElasticIPAssociateIn,
     ElasticIPOut,
@@ -18,6 +18,7 @@ from instances.api.schemas import (
 )
 from instances.choices import Role
 from instances.models import ElasticIP, NetworkInterface, Subnet
+from instances.selectors import chosen
 from instances.services.network import (
     eip_allocate,
     eip_associate,

@@ -6,10 +6,11 @@ from ninja.responses import Status
 
 from instances.api.auth import request_user
 from instances.api.errors import ERRORS, REFUSALS
-from instances.api.lookups import chosen, object_for
+from instances.api.lookups import object_for
 from instances.api.schemas import Id, NicIn, NicLinkIn, NicOut, Slug
 from instances.choices import Role
 from instances.models import Instance, NetworkInterface
+from instances.selectors import chosen
 from instances.services import network
 
 router = Router(tags=["network interfaces"])

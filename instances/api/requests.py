@@ -10,9 +10,10 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import QuerySet
 
-from instances.api.lookups import CHOOSE_IMAGE, chosen, images_of
+from instances.api.lookups import CHOOSE_IMAGE, images_of
 from instances.api.schemas import InstanceIn
 from instances.models import Project
+from instances.selectors import chosen
 from instances.services.instances import DiskRequest, InstanceRequest, NicRequest
 
 M = TypeVar("M", bound=models.Model)

@@ -5,8 +5,8 @@ record header and the bytes, written in batches), which keeps recording cheap at
 rate. When the session ends the part file is turned into the asciicast v2 file
 (https://docs.asciinema.org/manual/asciicast/v2/): a JSON header line, then one
 `[seconds, "o", text]` line per output chunk and `[seconds, "r", "COLSxROWS"]` per resize.
-A part file left behind by a proxy that died is finished the same way when the recording is
-first downloaded or replayed.
+A part file left behind by a proxy that died is finished the same way when the recording of
+the ended session is first downloaded or replayed.
 
 Keystrokes are not recorded (they would include passwords typed at prompts that do not echo);
 what the guest echoed back is part of the output.
@@ -103,9 +103,13 @@ def finish_recording(cast: Path) -> bool:
     if not part.exists():
         return False
     tmp = cast.with_name(cast.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as out:
-        for line in _asciicast_lines(part):
-            out.write(line)
+    try:
+        with open(tmp, "w", encoding="utf-8") as out:
+            for line in _asciicast_lines(part):
+                out.write(line)
+    except struct.error:  # cut off before its header was whole: nothing to replay
+        tmp.unlink(missing_ok=True)
+        return False
     os.replace(tmp, cast)
     part.unlink()
     return True

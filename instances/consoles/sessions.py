@@ -17,7 +17,6 @@ from django.utils import timezone
 
 from instances import actions
 from instances.access import project_role
-from instances.consoles.recording import finish_recording
 from instances.consoles.registry import ConsoleKind
 from instances.consoles.tickets import console_ticket_claim
 from instances.models import ConsoleSession
@@ -138,15 +137,8 @@ ORPHANED = "The console proxy stopped before the session ended."
 def console_sessions_close_orphaned(*, host: str) -> int:
     """Close the sessions a previous console proxy of this host left open (it was killed, or the
     machine went down): a proxy serves the consoles of its host's instances, so when it starts,
-    none of them can still be open. Sessions of deleted instances go too. Their recordings are
-    finished from what was written before the proxy stopped. How many were closed."""
+    none of them can still be open. Sessions of deleted instances go too. How many were closed."""
     open_sessions = ConsoleSession.objects.filter(ended_at=None).filter(
         Q(instance__host=host) | Q(instance=None)
     )
-    recordings = list(open_sessions.exclude(recording="").values_list("recording", flat=True))
-    closed = open_sessions.update(ended_at=timezone.now(), close_reason=ORPHANED)
-    root = (settings.RUN_DIR / "recordings").resolve()
-    for recording in recordings:
-        if (path := (settings.RUN_DIR / recording).resolve()).is_relative_to(root):
-            finish_recording(path)
-    return closed
+    return open_sessions.update(ended_at=timezone.now(), close_reason=ORPHANED)

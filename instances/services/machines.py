@@ -143,7 +143,8 @@ def machine_start(instance_id: int, claimed_at: str | None = None) -> None:
     if _settle(instance_id, PowerState.STARTING, PowerState.RUNNING, last_exit=LastExit.NONE):
         return
     # claimed again while it launched: a Force Shutdown, which may have found nothing to stop
-    # yet and recorded Stopped. Its request wins: end what this start launched.
+    # yet and recorded Stopped. Its request wins: end what this start launched. (A reconciler
+    # pass that adopts the machine as Running between the launch and this read keeps it so.)
     if Instance.objects.filter(pk=instance_id, power_state=PowerState.RUNNING).exists():
         return
     try:
@@ -355,6 +356,14 @@ def reconcile_host(host: str) -> None:
                 backend_named(instance.backend).force_stop(instance.machine_id)
             except BackendError as error:
                 log.warning("stopping %s, which is Halted: %s", instance.machine_id, error.message)
+                continue
+            audit_record(
+                actor=None,
+                action="instance.force_stop",
+                project=instance.project,
+                target=instance,
+                message="Found running under the Halted run strategy, which keeps it off.",
+            )
         elif state in POWER_TRANSITIONAL and instance.state_changed_at < stuck_before:
             settled = PowerState.RUNNING if running else PowerState.STOPPED
             _settle(instance.pk, state, settled, since=instance.state_changed_at)

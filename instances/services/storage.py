@@ -65,10 +65,10 @@ def disk_attach(*, disk: Disk, instance: Instance, actor: AbstractBaseUser) -> N
         if instance.power_state == PowerState.RUNNING and (
             disk.role == DiskRole.CDROM or effective_bus(disk) != DiskBus.VIRTIO
         ):
-            raise ValidationError(
-                {"disk": f"Only virtio disks are plugged into a running instance: stop "
-                 f"{instance.name} to attach {disk.name} (SATA or CD-ROM)."}
-            )  # fmt: skip
+            raise ActionRefused(
+                f"Only virtio disks are plugged into a running instance: stop {instance.name} "
+                f"to attach {disk.name} (SATA or CD-ROM)."
+            )
         disk.instance = instance
         disk.full_clean()
         # the disk was read before this transaction: it is taken only if still free (or ours)

@@ -2,15 +2,13 @@
 and sends the user back to the tab with a message saying what happened or what to fix."""
 
 from collections.abc import Callable
-from typing import TypeVar
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.db import models, transaction
+from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpResponse
-from django.shortcuts import get_object_or_404
 from django.views.decorators.http import require_POST
 
 from instances.access import instance_for_user
@@ -18,10 +16,9 @@ from instances.errors import ActionRefused
 from instances.forms import images_for
 from instances.http import AuthedRequest
 from instances.models import Disk, ElasticIP, Instance, NetworkInterface
+from instances.selectors import M, chosen
 from instances.services import network, storage
 from instances.views.instances import back_to_detail
-
-M = TypeVar("M", bound=models.Model)
 
 
 def _run(
@@ -47,12 +44,12 @@ def _int(request: AuthedRequest, name: str) -> int:
 
 
 def _chosen(rows: QuerySet[M], request: AuthedRequest, name: str, what: str) -> M:
-    """The row the form's select named; a message when it named none (404 when it is not one of
-    rows: another project's, or gone)."""
-    value = request.POST.get(name, "")
-    if not value.isdigit():
-        raise ValidationError(f"Choose {what}.")
-    return get_object_or_404(rows, pk=int(value))
+    """The row the form's select named, or a message when it named none of rows."""
+    try:
+        pk = int(request.POST.get(name, ""))
+    except ValueError:
+        pk = 0
+    return chosen(rows, pk, name, f"Choose {what}.")
 
 
 @require_POST

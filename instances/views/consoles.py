@@ -14,6 +14,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from instances import actions
 from instances.access import instance_for_user
+from instances.consoles.recording import finish_recording, part_path
 from instances.consoles.registry import CONSOLE_KINDS, ConsoleKind, console_kind
 from instances.consoles.tickets import SUBPROTOCOL_PREFIX, console_ticket_issue
 from instances.errors import ActionRefused
@@ -151,6 +152,8 @@ def _recording(instance: Instance, session_id: int) -> tuple[ConsoleSession, Pat
         raise Http404("This session has no recording.")
     if session.ended_at is None:  # the proxy writes it when the session ends
         raise Http404("This session is still open: its recording is ready when it ends.")
+    if not path.exists() and part_path(path).exists():
+        finish_recording(path)  # left unfinished by a proxy that stopped mid-session
     if not path.is_file():
         raise Http404("This session has no recording.")
     return session, path

@@ -195,7 +195,7 @@ def instance_form_row(request: AuthedRequest, project_slug: str, kind: str) -> H
     """An empty disk or NIC row for the create form ("Add disk", "Add interface")."""
     project, _ = project_for_user(request.user, project_slug, Role.OPERATOR)
     position = request.GET.get("index", "0") or "0"
-    if not position.isdigit():
+    if not position.isdecimal():
         return HttpResponseBadRequest("index: a whole number, the row's position in the form.")
     index = int(position)
     formset: forms.BaseFormSet

@@ -81,7 +81,9 @@ def test_the_admin_deletes_a_stopped_instance_as_its_delete_button_does(
 def test_placement_and_power_state_are_read_only_in_the_admin(admin_client, instance):
     url = reverse("admin:instances_instance_change", args=[instance.pk])
     form = admin_client.get(url).context["adminform"].form
-    assert not {"project", "zone", "host", "backend", "power_state"} & set(form.fields)
+    assert not {"project", "zone", "host", "backend", "power_state", "run_strategy"} & set(
+        form.fields
+    )
 
 
 @pytest.mark.parametrize("model", ["disk", "networkinterface", "iplease"])

@@ -5,7 +5,7 @@ import pytest
 from instances import backends
 from instances.backends.base import MachineStatus, Power
 from instances.choices import PowerState, RunStrategy
-from instances.models import Instance
+from instances.models import AuditEvent, Instance
 from instances.services import machines
 from instances.services.instances import instance_create
 from tests.factories import instance_request
@@ -90,3 +90,5 @@ def test_the_reconciler_adopts_a_running_machine_unless_it_is_halted(
     machines.reconcile_host(instance.host)
     instance.refresh_from_db()
     assert instance.power_state == state and backend.force_stops == force_stops
+    events = AuditEvent.objects.filter(action="instance.force_stop", actor=None)
+    assert events.count() == force_stops

@@ -193,12 +193,12 @@ def test_only_virtio_disks_are_attached_to_a_running_instance(
         project=project, actor=operator, name="legacy", zone="local-1a", size_gb=1, bus=bus,
         role=role,
     )  # fmt: skip
-    with pytest.raises(ValidationError) as caught:
+    with pytest.raises(ActionRefused) as caught:
         storage.disk_attach(disk=disk, instance=running(instance), actor=operator)
-    assert caught.value.message_dict["disk"] == [
+    assert caught.value.message == (
         "Only virtio disks are plugged into a running instance: stop web-1 to attach legacy "
         "(SATA or CD-ROM)."
-    ]
+    )
     assert Disk.objects.get(pk=disk.pk).instance is None
     instance.power_state = PowerState.STOPPED
     instance.save(update_fields=["power_state"])

@@ -1,11 +1,8 @@
 """Console session records: a proxy that starts closes what its killed predecessor left open."""
 
-import os
-
 import pytest
 from django.utils import timezone
 
-from instances.consoles.recording import Recorder, part_path
 from instances.consoles.sessions import ORPHANED, console_sessions_close_orphaned
 from instances.models import ConsoleSession, Instance
 from instances.services.instances import instance_create
@@ -48,20 +45,3 @@ def test_sessions_of_deleted_instances_are_closed_too(running_instance):
     assert console_sessions_close_orphaned(host="anywhere") == 1
     session.refresh_from_db()
     assert session.close_reason == ORPHANED
-
-
-def test_a_starting_proxy_finishes_the_recordings_of_the_sessions_it_closes(
-    running_instance, settings, tmp_path
-):
-    settings.RUN_DIR = tmp_path
-    session = open_session(running_instance, recording="recordings/2026-12/session-1.cast")
-    cast = tmp_path / session.recording
-    recorder = Recorder(cast, title="web-1 serial")
-    recorder.output(b"login: ")
-    recorder.flush()
-    os.close(recorder.fd)  # the proxy was killed there: its part file stays
-
-    assert console_sessions_close_orphaned(host=running_instance.host) == 1
-
-    assert not part_path(cast).exists()
-    assert cast.read_text().splitlines()[1].endswith('"o", "login: "]')

@@ -1,13 +1,14 @@
 """The console pages, their tickets, the serial log download and the recordings pages."""
 
 import json
+import os
 
 import pytest
 from django.test import Client
 from django.urls import reverse
 
 from instances.choices import PowerState
-from instances.consoles.recording import part_path
+from instances.consoles.recording import Recorder, part_path
 from instances.consoles.tickets import SUBPROTOCOL_PREFIX, ticket_hash
 from instances.models import ConsoleSession, ConsoleTicket, Instance
 
@@ -184,3 +185,34 @@ def test_the_recording_of_an_open_session_is_not_served_nor_touched(
     for name in ("instance-console-replay", "instance-console-recording"):
         assert client_for("owner").get(reverse(name, args=args)).status_code == 404
     assert part.read_text() == "being written by the proxy" and not cast.exists()
+
+
+def test_the_recording_an_ended_session_left_unfinished_is_finished_when_asked_for(
+    client_for, running_instance, settings, tmp_path
+):
+    session = make_recorded_session(running_instance, settings, tmp_path)
+    cast = tmp_path / session.recording
+    cast.unlink()
+    recorder = Recorder(cast, title="web-1 serial")
+    recorder.output(b"login: ")
+    recorder.flush()
+    os.close(recorder.fd)  # the proxy was killed there: its part file stays
+    ConsoleSession.objects.filter(pk=session.pk).update(ended_at=session.started_at)
+    url = reverse("instance-console-recording", args=["alpha", running_instance.pk, session.pk])
+
+    download = client_for("owner").get(url)
+
+    assert b'"o", "login: "]' in b"".join(download.streaming_content)
+    assert not part_path(cast).exists()
+
+
+def test_a_part_file_cut_off_in_its_header_is_no_recording(
+    client_for, running_instance, settings, tmp_path
+):
+    session = make_recorded_session(running_instance, settings, tmp_path)
+    cast = tmp_path / session.recording
+    cast.unlink()
+    part_path(cast).write_bytes(b"\x10\x00")  # killed in the middle of the header
+    ConsoleSession.objects.filter(pk=session.pk).update(ended_at=session.started_at)
+    url = reverse("instance-console-recording", args=["alpha", running_instance.pk, session.pk])
+    assert client_for("owner").get(url).status_code == 404
