@@ -7,6 +7,7 @@ services.queueing; the periodic reconcile fans out to every host that has instan
 import logging
 
 from celery import Task, shared_task
+from celery.utils.time import get_exponential_backoff_interval
 from django.conf import settings
 from django.db import close_old_connections
 
@@ -16,8 +17,6 @@ from instances.models import Instance
 from instances.services import machines, power
 
 log = logging.getLogger(__name__)
-
-RETRY = {"autoretry_for": (BackendError,), "max_retries": 3, "retry_backoff": True}
 
 
 class PowerTask(Task):
@@ -56,7 +55,32 @@ def machine_restart(instance_id: int, claimed_at: str | None = None) -> None:
     machines.machine_restart(instance_id, claimed_at)
 
 
-@shared_task(name="instances.machine_undefine", **RETRY)
+class DeviceTask(Task):
+    """Node work on a disk, an interface or a machine's files, by id. An error the backend calls
+    retryable (a busy monitor, an agent not up yet) is tried again, three times, backing off;
+    any other is final at once. A final failure is told on the instance (machines)."""
+
+    max_retries = 3
+
+    def __call__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        try:
+            return super().__call__(*args, **kwargs)
+        except BackendError as error:
+            if not error.retryable:
+                raise
+            wait = get_exponential_backoff_interval(1, self.request.retries, 600, full_jitter=True)
+            raise self.retry(exc=error, countdown=wait) from error
+
+    def on_failure(self, exc, task_id, args, kwargs, einfo):  # type: ignore[no-untyped-def]
+        message = exc.message if isinstance(exc, BackendError) else "see the worker's log."
+        close_old_connections()  # the error may have been the database's
+        try:
+            machines.device_task_failed(self.name, args[0], message)
+        except Exception:
+            log.exception("recording the failure of %s%s", self.name, tuple(args))
+
+
+@shared_task(name="instances.machine_undefine", base=DeviceTask)
 def machine_undefine(
     backend_name: str, machine_id: str, disk_names: list[str] | None = None
 ) -> None:
@@ -64,39 +88,27 @@ def machine_undefine(
     machines.machine_undefine(backend_name, machine_id, disk_names or [])
 
 
-@shared_task(name="instances.nic_set_link", **RETRY)
+@shared_task(name="instances.nic_set_link", base=DeviceTask)
 def nic_set_link(nic_id: int) -> None:
     machines.machine_set_link(nic_id)
 
 
-@shared_task(name="instances.disk_hotplug", **RETRY)
+@shared_task(name="instances.disk_hotplug", base=DeviceTask)
 def disk_hotplug(disk_id: int) -> None:
     machines.disk_hotplug(disk_id)
 
 
-@shared_task(name="instances.disk_resize", **RETRY)
+@shared_task(name="instances.disk_resize", base=DeviceTask)
 def disk_resize(disk_id: int) -> None:
     machines.disk_resize(disk_id)
 
 
-class SnapshotTask(Task):
-    """A disk snapshot: when it fails for good, its record goes and the instance says why."""
-
-    def on_failure(self, exc, task_id, args, kwargs, einfo):  # type: ignore[no-untyped-def]
-        message = exc.message if isinstance(exc, BackendError) else "see the worker's log."
-        close_old_connections()
-        try:
-            machines.disk_snapshot_failed(args[0], message)
-        except Exception:
-            log.exception("recording the failed snapshot %s", args[0])
-
-
-@shared_task(name="instances.disk_snapshot", base=SnapshotTask, **RETRY)
+@shared_task(name="instances.disk_snapshot", base=DeviceTask)
 def disk_snapshot(snapshot_id: int) -> None:
     machines.disk_snapshot(snapshot_id)
 
 
-@shared_task(name="instances.cdrom_change", **RETRY)
+@shared_task(name="instances.cdrom_change", base=DeviceTask)
 def cdrom_change(disk_id: int) -> None:
     machines.cdrom_change(disk_id)
 

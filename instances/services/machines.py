@@ -280,6 +280,37 @@ def disk_snapshot(snapshot_id: int) -> None:
     DiskSnapshot.objects.filter(pk=snapshot_id).update(consistent=frozen)
 
 
+# what a device task was doing, for the event that says it failed: its model, and the words
+DEVICE_WORK: dict[str, tuple[type[Disk] | type[NetworkInterface], str]] = {
+    "instances.disk_hotplug": (Disk, "Plugging in {name}"),
+    "instances.disk_resize": (Disk, "Growing {name}"),
+    "instances.cdrom_change": (Disk, "Changing the media in {name}"),
+    "instances.nic_set_link": (NetworkInterface, "Setting the link of {name}"),
+}
+
+
+def device_task_failed(task_name: str, object_id: int, message: str) -> None:
+    """A device task failed for good: its instance's events say what did not happen and why
+    (a snapshot's record goes too). Work on a deleted instance's files leaves the log alone."""
+    if task_name == "instances.disk_snapshot":
+        disk_snapshot_failed(object_id, message)
+        return
+    if task_name not in DEVICE_WORK:
+        return
+    model, work = DEVICE_WORK[task_name]
+    device = model._default_manager.select_related("instance__project").filter(pk=object_id).first()
+    if device is None or device.instance is None:
+        return
+    audit_record(
+        actor=None,
+        action=task_name.replace("instances.", "instance."),
+        project=device.instance.project,
+        target=device.instance,
+        outcome=Outcome.FAILURE,
+        message=f"{work.format(name=device.name)} failed: {message}",
+    )
+
+
 def disk_snapshot_failed(snapshot_id: int, message: str) -> None:
     """The snapshot could not be taken, even after retries: its record goes, and the disk's
     instance says why in its events."""

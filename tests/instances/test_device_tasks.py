@@ -1,5 +1,6 @@
-"""The worker's side of a disk snapshot: the record says whether the guest was frozen for it, and
-goes, with an event saying why, when the snapshot cannot be taken."""
+"""Device tasks on the worker: a snapshot's record says whether the guest was frozen for it; errors
+the backend calls retryable are tried again; a task that fails for good says so on the instance
+(and a snapshot's record goes)."""
 
 import pytest
 
@@ -19,11 +20,17 @@ class SnapshottingBackend:
         self.answer = answer
         self.calls = 0
 
-    def snapshot_disk(self, machine_id: str, disk_name: str, snapshot_name: str) -> bool:
+    def _answer(self) -> bool:
         self.calls += 1
         if isinstance(self.answer, BaseException):
             raise self.answer
         return bool(self.answer)
+
+    def snapshot_disk(self, machine_id: str, disk_name: str, snapshot_name: str) -> bool:
+        return self._answer()
+
+    def attach_disk(self, spec, disk) -> None:  # type: ignore[no-untyped-def]
+        self._answer()
 
 
 @pytest.fixture
@@ -59,14 +66,31 @@ def test_a_snapshot_is_consistent_when_the_guest_was_frozen_for_it(snapshot_with
 
 
 @pytest.mark.django_db(transaction=True)  # the task's end closes the connection, as in a worker
-def test_a_snapshot_that_cannot_be_taken_goes_and_the_instance_says_why(snapshot_with):
-    error = BackendError("QEMU refused blockdev-snapshot-internal-sync: no space left on device")
+@pytest.mark.parametrize(("retryable", "calls"), [(False, 1), (True, 4)])
+def test_a_snapshot_that_cannot_be_taken_goes_and_the_instance_says_why(
+    snapshot_with, retryable, calls
+):
+    error = BackendError(
+        "QEMU refused blockdev-snapshot-internal-sync: no space left on device", retryable=retryable
+    )
     backend, snapshot = snapshot_with(error)
     assert tasks.disk_snapshot.apply(args=[snapshot.pk]).failed()
-    assert backend.calls == 4  # the first try and three retries
+    assert backend.calls == calls  # a retryable error: the first try and three more
     assert not DiskSnapshot.objects.exists()
     event = AuditEvent.objects.get(action="disk.snapshot", outcome=Outcome.FAILURE)
     assert event.message == (
         "Snapshot before-upgrade of web-1-root failed: QEMU refused "
         "blockdev-snapshot-internal-sync: no space left on device"
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_hotplug_that_fails_says_so_on_the_instance(snapshot_with):
+    backend, snapshot = snapshot_with(BackendError("No free PCIe root port for another disk."))
+    assert tasks.disk_hotplug.apply(args=[snapshot.disk_id]).failed()
+    assert backend.calls == 1
+    event = AuditEvent.objects.get(action="instance.disk_hotplug")
+    assert (event.outcome, event.target_id) == (Outcome.FAILURE, str(snapshot.disk.instance_id))
+    assert (
+        event.message == "Plugging in web-1-root failed: No free PCIe root port for another disk."
     )
