@@ -4,13 +4,11 @@ the backend calls retryable are tried again; a task that fails for good says so 
 
 import pytest
 
-from instances import backends, tasks
+from instances import tasks
 from instances.backends.base import BackendError
 from instances.choices import Outcome, PowerState
-from instances.models import AuditEvent, DiskSnapshot, Instance
-from instances.services import machines, storage
-from instances.services.instances import instance_create
-from tests.factories import instance_request
+from instances.models import AuditEvent, DiskSnapshot
+from instances.services import machines
 
 
 class SnapshottingBackend:
@@ -34,26 +32,16 @@ class SnapshottingBackend:
 
 
 @pytest.fixture
-def snapshot_with(monkeypatch, project, operator, subnet, django_capture_on_commit_callbacks):
-    """snapshot_with(answer) -> (backend, snapshot of a running instance's root disk)."""
+def snapshot_with(on_backend):
+    """snapshot_with(answer) -> (backend, snapshot asked for of a running instance's root disk)."""
 
     def make(answer: object) -> tuple[SnapshottingBackend, DiskSnapshot]:
         backend = SnapshottingBackend(answer)
-        monkeypatch.setattr(backends, "_factories", {"snapshotting": lambda: backend})
-        backends.backend_named.cache_clear()
-        instance = instance_create(
-            project=project, actor=operator, request=instance_request(subnet)
-        )
-        Instance.objects.filter(pk=instance.pk).update(
-            backend="snapshotting", power_state=PowerState.RUNNING
-        )
-        disk = instance.disks.get()
-        with django_capture_on_commit_callbacks(execute=False):
-            snapshot = storage.disk_snapshot(disk=disk, actor=operator, name="before-upgrade")
+        instance = on_backend(backend, power_state=PowerState.RUNNING)
+        snapshot = DiskSnapshot.objects.create(disk=instance.disks.get(), name="before-upgrade")
         return backend, snapshot
 
-    yield make
-    backends.backend_named.cache_clear()
+    return make
 
 
 @pytest.mark.django_db

@@ -4,13 +4,11 @@ again while a guest does not react, gives up with a message, and settles what th
 import pytest
 from django.utils import timezone
 
-from instances import backends, tasks
+from instances import tasks
 from instances.backends.base import BackendError, MachineStatus, Power
 from instances.choices import LastExit, Outcome, PowerState, RunStrategy
 from instances.models import AuditEvent, Instance
 from instances.services import machines
-from instances.services.instances import instance_create
-from tests.factories import instance_request
 
 pytestmark = pytest.mark.django_db
 
@@ -50,23 +48,14 @@ class ScriptedBackend:
 
 
 @pytest.fixture
-def scripted(monkeypatch, project, operator, subnet):
+def scripted(on_backend):
     """scripted([answers]) -> (backend, instance in Stopping on it)."""
 
     def make(waits: list[object]) -> tuple[ScriptedBackend, Instance]:
         backend = ScriptedBackend(waits)
-        monkeypatch.setattr(backends, "_factories", {"scripted": lambda: backend})
-        backends.backend_named.cache_clear()
-        instance = instance_create(
-            project=project, actor=operator, request=instance_request(subnet)
-        )
-        Instance.objects.filter(pk=instance.pk).update(
-            backend="scripted", power_state=PowerState.STOPPING
-        )
-        return backend, instance
+        return backend, on_backend(backend, power_state=PowerState.STOPPING)
 
-    yield make
-    backends.backend_named.cache_clear()
+    return make
 
 
 def test_a_guest_that_powers_off_is_recorded_stopped_then_tidied_up(scripted):

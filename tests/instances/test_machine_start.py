@@ -2,13 +2,10 @@
 
 import pytest
 
-from instances import backends
 from instances.backends.base import MachineStatus, Power
 from instances.choices import PowerState, RunStrategy
 from instances.models import AuditEvent, Instance
 from instances.services import machines
-from instances.services.instances import instance_create
-from tests.factories import instance_request
 
 pytestmark = pytest.mark.django_db
 
@@ -39,21 +36,12 @@ class LaunchingBackend:
 
 
 @pytest.fixture
-def starting(monkeypatch, project, operator, subnet):
+def starting(on_backend):
     def make(meanwhile) -> tuple[LaunchingBackend, Instance]:  # type: ignore[no-untyped-def]
         backend = LaunchingBackend(meanwhile)
-        monkeypatch.setattr(backends, "_factories", {"launching": lambda: backend})
-        backends.backend_named.cache_clear()
-        instance = instance_create(
-            project=project, actor=operator, request=instance_request(subnet)
-        )
-        Instance.objects.filter(pk=instance.pk).update(
-            backend="launching", power_state=PowerState.STARTING
-        )
-        return backend, instance
+        return backend, on_backend(backend, power_state=PowerState.STARTING)
 
-    yield make
-    backends.backend_named.cache_clear()
+    return make
 
 
 def test_a_start_records_running(starting):

@@ -1,0 +1,28 @@
+"""Fixtures of the instances tests."""
+
+import pytest
+
+from instances import backends
+from instances.models import Instance
+from instances.services.instances import instance_create
+from tests.factories import instance_request
+
+
+@pytest.fixture
+def on_backend(monkeypatch, project, operator, subnet):
+    """on_backend(backend, **fields) -> a new instance (web-1) on that backend object (a stand-in
+    with a `name`), its row updated with fields (e.g. power_state)."""
+
+    def make(backend: object, **fields: object) -> Instance:
+        name = backend.name  # type: ignore[attr-defined]
+        monkeypatch.setattr(backends, "_factories", {name: lambda: backend})
+        backends.backend_named.cache_clear()
+        instance = instance_create(
+            project=project, actor=operator, request=instance_request(subnet)
+        )
+        Instance.objects.filter(pk=instance.pk).update(backend=name, **fields)
+        instance.refresh_from_db()
+        return instance
+
+    yield make
+    backends.backend_named.cache_clear()
