@@ -92,8 +92,8 @@ def _fail(instance: Instance, expected: str, error: BackendError, action: str) -
     backend = backend_named(instance.backend)
     try:
         running = backend.status(instance.machine_id).power == Power.RUNNING
-    except BackendError:
-        running = False
+    except BackendError:  # not known: as it was before the request (Force Shutdown then helps)
+        running = action != "start"
     _settle(
         instance.pk,
         expected,

@@ -135,6 +135,20 @@ def test_a_backend_error_is_shown_on_the_instance(scripted):
     assert backend.withdrawals == 1
 
 
+def test_a_shutdown_error_with_the_status_unreadable_leaves_the_instance_running(
+    scripted, monkeypatch
+):
+    backend, instance = scripted([BackendError("QEMU's monitor stayed busy for 10 s.")])
+
+    def unreadable(machine_id: str) -> MachineStatus:
+        raise BackendError("QEMU's monitor stayed busy for 10 s.")
+
+    monkeypatch.setattr(backend, "status", unreadable)
+    machines.machine_shutdown(instance.pk)
+    instance.refresh_from_db()  # so that Force Shutdown, which ends a hung QEMU, is offered
+    assert instance.power_state == PowerState.RUNNING
+
+
 @pytest.mark.django_db(transaction=True)  # the task's end closes the connection, as in a worker
 def test_an_error_the_task_did_not_expect_settles_the_instance_at_once(scripted):
     backend, instance = scripted([RuntimeError("a bug"), True])  # the backend then reads running

@@ -274,12 +274,15 @@ class QemuBackend:
         )
 
     def undefine(self, machine_id: str) -> None:
+        """Remove the machine (its instance is deleted): a QEMU still running there, one the
+        console read as off because its monitor hung, is ended first."""
         run = self._run_folder(machine_id)
         if not run.exists():
             return
         with run.lock():
-            if self._settle(run).power is Power.RUNNING:
-                raise BackendError(f"Stop machine {machine_id} before removing it.")
+            pid = run.read_pid()
+            if pid is not None and self._qemu_alive(run):
+                self._end_run(run, pid, ExitKind.REQUESTED, monitor=False)
             self._release(run)
             shutil.rmtree(run.path)
 

@@ -476,3 +476,11 @@ def test_a_free_disk_resized_meanwhile_grows_when_a_machine_takes_it(short_dir):
     backend.attach_disk(other, DiskSpec("disk-3", "secondary", "virtio", size_gb=2))
 
     assert backend.qemu_img.virtual_size(short_dir / "disks" / "disk-3.qcow2") == 2 * GIB
+
+
+def test_undefine_ends_a_qemu_still_running_there(fake_qemu):
+    backend = fake_qemu("running")
+    pid = backend._run_folder("i-1").read_pid()
+    backend.undefine("i-1")
+    assert not process.is_alive(pid, str(backend.root / "i-1" / "qmp.sock"))
+    assert not (backend.root / "i-1").exists()
