@@ -247,9 +247,10 @@ class QemuBackend:
         with run.lock():
             self._require_running(run)
             run.clear_stop_requested()
-            with contextlib.suppress(BackendError):  # no agent, or it refused: a hard reset
-                self._agent(run).reboot()
-                return
+            if self._agent_listening(run):
+                with contextlib.suppress(BackendError):  # it did not answer, or refused: reset
+                    self._agent(run).reboot()
+                    return
             runtime = run.read_runtime()
             runtime.resets += 1
             run.write_runtime(runtime)
@@ -383,14 +384,14 @@ class QemuBackend:
             self.qemu_img.snapshot(path, snapshot_name)
             return False
         agent = self._agent(run)
-        try:
-            agent.freeze()
-        except BackendError:  # no agent in this guest, or it does not answer
-            with contextlib.suppress(BackendError):  # never leave a half-done freeze behind
-                agent.thaw()
-            frozen = False
-        else:
-            frozen = True
+        frozen = self._agent_listening(run)
+        if frozen:
+            try:
+                agent.freeze()
+            except BackendError:  # the agent does not answer
+                with contextlib.suppress(BackendError):  # never leave a half-done freeze behind
+                    agent.thaw()
+                frozen = False
         try:
             self._monitor(run).execute(
                 "blockdev-snapshot-internal-sync",
@@ -456,6 +457,12 @@ class QemuBackend:
 
     def _agent(self, run: RunFolder) -> GuestAgent:
         return GuestAgent(run.agent_socket, timeout=self.agent_timeout)
+
+    def _agent_listening(self, run: RunFolder) -> bool:
+        """Whether the guest has its end of the agent's port open (qemu-ga runs): QEMU knows at
+        once, where the agent itself would leave a caller waiting out its timeout."""
+        chardevs = self._monitor(run).execute("query-chardev")
+        return any(dev["label"] == "agent" and dev.get("frontend-open") for dev in chardevs)
 
     def _qemu_alive(self, run: RunFolder) -> bool:
         return process.is_alive(run.read_pid(), str(run.qmp_socket))
