@@ -244,17 +244,15 @@ class _Diff:
         instance, actor = self.instance, self.actor
 
         def create_and_attach() -> None:
-            disk = storage.disk_create(
-                project=instance.project,
+            storage.disk_add(
+                instance=instance,
                 actor=actor,
                 name=name,
-                zone=instance.zone,
                 size_gb=wanted.size_gb,
                 bus=wanted.bus,
                 image=wanted.image,
                 role=wanted.role,
             )
-            storage.disk_attach(disk=disk, instance=instance, actor=actor)
 
         image = f", image {wanted.image.name}" if wanted.image else ""
         line = f"+ disk {name} {wanted.size_gb} GB ({wanted.role}{image})"

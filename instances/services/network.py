@@ -202,6 +202,15 @@ def eip_associate(*, eip: ElasticIP, nic: NetworkInterface, actor: AbstractBaseU
 
 
 @transaction.atomic
+def eip_allocate_and_associate(*, nic: NetworkInterface, actor: AbstractBaseUser) -> ElasticIP:
+    """A new address from the pool, associated with nic at once: one change, so a refused
+    association keeps no address out of the pool."""
+    eip = eip_allocate(project=nic.instance.project, actor=actor)
+    eip_associate(eip=eip, nic=nic, actor=actor)
+    return eip
+
+
+@transaction.atomic
 def eip_release(*, eip: ElasticIP, actor: AbstractBaseUser) -> None:
     """Disassociate the address if it is associated, else give it back to the pool."""
     actions.require(actions.manage(project_role(actor, eip.project)))

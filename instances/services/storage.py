@@ -46,6 +46,27 @@ def disk_create(
     return disk
 
 
+def disk_add(
+    *,
+    instance: Instance,
+    actor: AbstractBaseUser,
+    name: str,
+    size_gb: int,
+    bus: str = "auto",
+    image: Image | None = None,
+    role: str = DiskRole.SECONDARY,
+) -> Disk:
+    """A new disk in the instance's zone, attached to it: one change, so a refused attach keeps
+    no new disk (nor its name)."""
+    with transaction.atomic():
+        disk = disk_create(
+            project=instance.project, actor=actor, name=name, zone=instance.zone,
+            size_gb=size_gb, bus=bus, image=image, role=role,
+        )  # fmt: skip
+        disk_attach(disk=disk, instance=instance, actor=actor)
+    return disk
+
+
 def disk_attach(*, disk: Disk, instance: Instance, actor: AbstractBaseUser) -> None:
     """Attach a free disk; a running instance gets it hot-plugged (virtio) at once."""
     role = project_role(actor, instance.project)

@@ -6,7 +6,6 @@ from collections.abc import Callable
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpResponse
 from django.views.decorators.http import require_POST
@@ -25,8 +24,7 @@ def _run(
     request: AuthedRequest, instance: Instance, tab: str, done: str, call: Callable[[], object]
 ) -> HttpResponse:
     try:
-        with transaction.atomic():  # one action, one change: a refused attach keeps no new disk
-            call()
+        call()
     except ValidationError as error:
         messages.error(request, " ".join(error.messages))
     except ActionRefused as refused:
@@ -63,12 +61,11 @@ def disk_action(request: AuthedRequest, project_slug: str, pk: int, action: str)
         return _chosen(disks.all(), request, "disk", "a disk")
 
     def create_and_attach() -> None:
-        new = storage.disk_create(
-            project=instance.project, actor=user, name=request.POST.get("name", "").strip(),
-            zone=instance.zone, size_gb=_int(request, "size_gb"),
-            bus=request.POST.get("bus", "auto"), role=request.POST.get("role", "secondary"),
+        storage.disk_add(
+            instance=instance, actor=user, name=request.POST.get("name", "").strip(),
+            size_gb=_int(request, "size_gb"), bus=request.POST.get("bus", "auto"),
+            role=request.POST.get("role", "secondary"),
         )  # fmt: skip
-        storage.disk_attach(disk=new, instance=instance, actor=user)
 
     def insert() -> None:
         iso = _chosen(images_for(instance.project, "iso"), request, "image", "an ISO image")
@@ -131,13 +128,10 @@ def nic_action(request: AuthedRequest, project_slug: str, pk: int, action: str) 
         )  # fmt: skip
 
     def associate() -> None:
-        target = nic()
-        chosen = (
-            eip()
-            if request.POST.get("eip")
-            else network.eip_allocate(project=instance.project, actor=user)
-        )
-        network.eip_associate(eip=chosen, nic=target, actor=user)
+        if request.POST.get("eip"):
+            network.eip_associate(eip=eip(), nic=nic(), actor=user)
+        else:
+            network.eip_allocate_and_associate(nic=nic(), actor=user)
 
     handlers: dict[str, tuple[str, Callable[[], object]]] = {
         "add": ("Interface added; it appears in the guest at the next start.", add),
