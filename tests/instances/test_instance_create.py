@@ -95,7 +95,10 @@ def test_uefi_with_secure_boot_and_vtpm_is_accepted(project, operator, subnet):
     request = instance_request(
         subnet, bootloader="uefi", secure_boot=True, persistent_efi=True, vtpm=True
     )
-    assert instance_create(project=project, actor=operator, request=request).vtpm
+    instance = instance_create(project=project, actor=operator, request=request)
+    assert (instance.bootloader, instance.secure_boot, instance.persistent_efi, instance.vtpm) == (
+        "uefi", True, True, True,
+    )  # fmt: skip
 
 
 def test_custom_user_data_is_validated(project, operator, subnet):
@@ -236,6 +239,11 @@ def test_a_root_disk_smaller_than_its_image_is_refused(project, operator, subnet
     assert errors["root_size_gb"] == ["debian-12 needs a disk of at least 10 GB."]
 
 
+def test_the_root_disk_needs_an_image(project, operator, subnet):
+    errors = errors_of(project, operator, instance_request(subnet, root_image=None))
+    assert errors == {"root_image": ["Choose an image for the root disk."]}
+
+
 def test_an_iso_cannot_back_the_root_disk(project, operator, subnet):
     iso = ImageFactory(kind=ImageKind.ISO, name="rescue")
     errors = errors_of(project, operator, instance_request(subnet, image=iso))
@@ -293,9 +301,15 @@ def test_starting_strategies_start_the_instance_on_create(
 
 
 def test_nic_rows_exist_only_for_valid_requests(project, operator, subnet):
-    errors_of(
+    errors = errors_of(
         project,
         operator,
         instance_request(subnet, nics=[NicRequest(subnet), NicRequest(subnet, mac="zz")]),
     )
+    assert errors == {
+        "nics-1-mac": [
+            "Enter a MAC address as six pairs of hex digits separated by colons, "
+            "e.g. 52:54:00:12:34:56."
+        ]
+    }
     assert not NetworkInterface.objects.exists()

@@ -1,12 +1,12 @@
 import pytest
 from django.core.exceptions import ValidationError
 
-from instances.choices import DiskRole, ImageKind, LinkState, PowerState
+from instances.choices import DiskRole, ImageKind, LinkState, PowerState, Role
 from instances.errors import ActionRefused
-from instances.models import AuditEvent, Disk, ElasticIP
-from instances.services import network, storage
+from instances.models import AuditEvent, Disk, ElasticIP, Instance
+from instances.services import ipam, network, storage
 from instances.services.instances import DiskRequest, instance_create
-from tests.factories import ImageFactory, instance_request
+from tests.factories import ImageFactory, MembershipFactory, SubnetFactory, instance_request
 
 pytestmark = pytest.mark.django_db
 
@@ -180,6 +180,8 @@ def test_a_cdrom_takes_isos_only(instance, project, operator):
         storage.cdrom_insert(disk=drive, actor=operator, image=ImageFactory(kind=ImageKind.QCOW2))
     iso = ImageFactory(kind=ImageKind.ISO, name="rescue")
     storage.cdrom_insert(disk=drive, actor=operator, image=iso)
+    drive.refresh_from_db()
+    assert drive.image == iso
     storage.cdrom_eject(disk=drive, actor=operator)
     drive.refresh_from_db()
     assert drive.image is None
@@ -204,3 +206,147 @@ def test_only_virtio_disks_are_attached_to_a_running_instance(
     instance.save(update_fields=["power_state"])
     storage.disk_attach(disk=disk, instance=instance, actor=operator)
     assert Disk.objects.get(pk=disk.pk).instance == instance
+
+
+def refusal(call, **kwargs) -> dict[str, list[str]]:
+    with pytest.raises(ValidationError) as caught:
+        call(**kwargs)
+    return caught.value.message_dict
+
+
+def test_a_disk_of_another_project_cannot_be_attached(instance, operator, other_project):
+    foreign = Disk.objects.create(project=other_project, zone="local-1a", name="theirs", size_gb=1)
+    assert refusal(storage.disk_attach, disk=foreign, instance=instance, actor=operator) == {
+        "disk": ["Choose a disk of this project."]
+    }
+    assert Disk.objects.get(pk=foreign.pk).instance is None
+
+
+def test_a_disk_deleted_meanwhile_is_not_attached(instance, project, operator):
+    free = storage.disk_create(
+        project=project, actor=operator, name="gone", zone="local-1a", size_gb=1
+    )
+    Disk.objects.filter(pk=free.pk).delete()
+    with pytest.raises(ActionRefused) as caught:
+        storage.disk_attach(disk=free, instance=instance, actor=operator)
+    assert caught.value.message == "gone has been deleted."
+
+
+def test_an_instance_deleted_meanwhile_takes_no_disk(instance, project, operator):
+    free = storage.disk_create(
+        project=project, actor=operator, name="data", zone="local-1a", size_gb=1
+    )
+    Instance.objects.filter(pk=instance.pk).delete()
+    with pytest.raises(ActionRefused) as caught:
+        storage.disk_attach(disk=free, instance=instance, actor=operator)
+    assert caught.value.message == "web-1 has been deleted."
+    assert Disk.objects.get(pk=free.pk).instance is None
+
+
+def test_a_free_disk_cannot_be_detached(project, operator):
+    free = storage.disk_create(
+        project=project, actor=operator, name="data", zone="local-1a", size_gb=1
+    )
+    with pytest.raises(ActionRefused) as caught:
+        storage.disk_detach(disk=free, actor=operator)
+    assert caught.value.message == "data is not attached."
+
+
+def test_only_root_and_secondary_disks_are_resized(instance, project, operator):
+    drive = storage.disk_create(
+        project=project, actor=operator, name="cd", zone="local-1a", size_gb=0, role=DiskRole.CDROM
+    )
+    assert refusal(storage.disk_resize, disk=drive, actor=operator, size_gb=2) == {
+        "size_gb": ["Only root and secondary disks can be resized."]
+    }
+
+
+def test_a_disk_grows_to_16384_gb_at_most(instance, operator):
+    disk = instance.disks.get(role=DiskRole.SECONDARY)
+    assert refusal(storage.disk_resize, disk=disk, actor=operator, size_gb=16385) == {
+        "size_gb": ["Disk size must be between 1 and 16384 GB."]
+    }
+    assert Disk.objects.get(pk=disk.pk).size_gb == 2
+
+
+def test_media_go_into_cdrom_drives_only(instance, operator):
+    disk = instance.disks.get(role=DiskRole.SECONDARY)
+    iso = ImageFactory(kind=ImageKind.ISO, name="rescue")
+    assert refusal(storage.cdrom_insert, disk=disk, actor=operator, image=iso) == {
+        "disk": [f"{disk.name} is not a CD-ROM drive."]
+    }
+
+
+def test_a_cdrom_takes_only_isos_of_its_project_or_shared_ones(project, operator, other_project):
+    drive = storage.disk_create(
+        project=project, actor=operator, name="cd", zone="local-1a", size_gb=0, role=DiskRole.CDROM
+    )
+    theirs = ImageFactory(kind=ImageKind.ISO, name="theirs", project=other_project)
+    assert refusal(storage.cdrom_insert, disk=drive, actor=operator, image=theirs) == {
+        "image": ["Choose an ISO of this project or a shared one."]
+    }
+    shared = ImageFactory(kind=ImageKind.ISO, name="rescue")
+    storage.cdrom_insert(disk=drive, actor=operator, image=shared)
+    assert Disk.objects.get(pk=drive.pk).image == shared
+
+
+def test_a_nic_model_is_virtio_or_e1000(instance, operator, subnet):
+    assert refusal(
+        network.nic_add, instance=instance, actor=operator, subnet=subnet, model="rtl8139"
+    ) == {"model": ["Choose virtio or e1000."]}
+    assert instance.nics.count() == 1
+
+
+def test_an_exhausted_pool_allocates_nothing(project, operator, settings):
+    settings.ZOPDAY_EIP_POOL = "198.51.100.0/30"  # two addresses
+    network.eip_allocate(project=project, actor=operator)
+    network.eip_allocate(project=project, actor=operator)
+    with pytest.raises(ActionRefused) as caught:
+        network.eip_allocate(project=project, actor=operator)
+    assert caught.value.message == (
+        "The Elastic IP pool 198.51.100.0/30 is exhausted; release an address first."
+    )
+    assert ElasticIP.objects.count() == 2
+
+
+def test_an_elastic_ip_routes_to_a_nic_of_its_project_only(instance, operator, other_project):
+    theirs = ElasticIP.objects.create(project=other_project, address="198.51.100.9")
+    MembershipFactory(project=other_project, user=operator, role=Role.OPERATOR)
+    assert refusal(network.eip_associate, eip=theirs, nic=instance.nics.get(), actor=operator) == {
+        "nic": ["Choose an interface of this project."]
+    }
+    assert ElasticIP.objects.get(pk=theirs.pk).nic is None
+
+
+def test_an_elastic_ip_needs_a_private_ipv4_address(project, operator):
+    v6 = SubnetFactory(project=project, name="v6only", cidr_v4="", cidr_v6="fd00:20::/64")
+    instance = instance_create(
+        project=project, actor=operator, request=instance_request(v6, name="v6-1")
+    )
+    eip = network.eip_allocate(project=project, actor=operator)
+    assert refusal(network.eip_associate, eip=eip, nic=instance.nics.get(), actor=operator) == {
+        "nic": ["eth0 of v6-1 has no private IPv4 address to route to."]
+    }
+
+
+def test_a_static_address_has_no_scope(instance, operator, project):
+    v6 = SubnetFactory(project=project, name="v6only", cidr_v4="", cidr_v6="fd00:20::/64")
+    assert refusal(
+        network.nic_add, instance=instance, actor=operator, subnet=v6, ipv6="fd00:20::5%eth0"
+    ) == {"ipv6": ["Give fd00:20::5%eth0 without a %scope: it is the guest's address."]}
+
+
+def test_a_full_subnet_says_so(instance, operator, project):
+    tiny = SubnetFactory(project=project, name="tiny", cidr_v4="10.30.0.0/30", gateway="10.30.0.1")
+    network.nic_add(instance=instance, actor=operator, subnet=tiny)  # takes 10.30.0.2, the last
+    assert refusal(network.nic_add, instance=instance, actor=operator, subnet=tiny) == {
+        "subnet": ["Subnet tiny has no free IPv4 address."]
+    }
+    assert instance.nics.count() == 2
+
+
+def test_an_address_leased_meanwhile_is_refused_at_its_field(instance):
+    eth0 = instance.nics.get()
+    with pytest.raises(ValidationError) as caught:
+        ipam.lease(eth0, eth0.ipv4, "ipv4")  # a second request that checked before this lease
+    assert caught.value.message_dict == {"ipv4": [f"{eth0.ipv4} was just leased by another NIC."]}

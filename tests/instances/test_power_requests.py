@@ -127,7 +127,7 @@ def test_each_power_request_claims_its_transition(instance, operator):
     power.instance_force_stop(instance=instance, actor=operator)
     instance.refresh_from_db()
     assert instance.power_state == PowerState.STOPPING
-    with pytest.raises(ActionRefused):
+    with pytest.raises(ActionRefused, match="^The instance is stopping.$"):
         power.instance_shutdown(instance=instance, actor=operator)
 
 

@@ -52,7 +52,12 @@ def test_a_cidr_with_host_bits_names_the_network_meant():
 
 def test_a_cidr_of_the_wrong_version_is_refused():
     assert message(parse_network, "fd00::/64", 4) == "fd00::/64 is not an IPv4 network."
-    assert "CIDR notation" in message(parse_network, "banana", 6)
+    assert message(parse_network, "banana", 6) == (
+        "Enter an IPv6 network in CIDR notation, e.g. fd00:10::/64."
+    )
+    assert message(parse_network, "10.0.0/33", 4) == (
+        "Enter an IPv4 network in CIDR notation, e.g. 10.0.0.0/24."
+    )
 
 
 def test_an_ssh_key_gets_the_fingerprint_ssh_keygen_prints(tmp_path):
@@ -71,6 +76,10 @@ def test_a_private_key_is_refused_with_a_warning():
         "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk=\n-----END OPENSSH PRIVATE KEY-----"
     )
     assert "This is a private key" in message(parse_ssh_public_key, text)
+
+
+def test_an_empty_ssh_key_asks_for_one():
+    assert message(parse_ssh_public_key, " \n ") == "Paste an OpenSSH public key."
 
 
 def test_garbage_is_not_an_ssh_key():

@@ -43,7 +43,7 @@ def test_the_switcher_lists_only_the_users_projects(client_for, viewer, other_pr
 def test_the_overview_shows_members_and_recent_events(client_for, owner, viewer, project):
     audit_record(actor=owner, action="project.rename", project=project, target=project)
     text = client_for("viewer").get(reverse("project-overview", args=[project.slug])).text
-    assert "owner" in text and "viewer" in text
+    assert "<td>owner</td><td>Admin</td>" in text and "<td>viewer</td><td>Viewer</td>" in text
     assert "project.rename" in text
 
 

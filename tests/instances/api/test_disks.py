@@ -40,7 +40,12 @@ def test_a_disk_from_another_projects_image_is_refused(api_for, operator, other_
 
 def test_a_viewer_cannot_create_a_disk(api_for, viewer):
     body = {"name": "d", "zone": "local-1a", "size_gb": 5}
-    assert api_for("viewer").post("/projects/alpha/disks", body).status_code == 403
+    response = api_for("viewer").post("/projects/alpha/disks", body)
+    assert (response.status_code, response.json()["detail"]) == (
+        403,
+        "This needs the operator role in Alpha.",
+    )
+    assert not Disk.objects.exists()
 
 
 def test_a_disk_is_attached_and_detached(api_for, instance, free_disk):
@@ -104,7 +109,10 @@ def test_a_viewer_cannot_resize_a_disk(api_for, viewer, free_disk):
     response = api_for("viewer").post(
         f"/projects/alpha/disks/{free_disk['id']}/resize", {"size_gb": 8}
     )
-    assert response.status_code == 403
+    assert (response.status_code, response.json()["detail"]) == (
+        403,
+        "This needs the operator role in Alpha.",
+    )
     assert Disk.objects.get(pk=free_disk["id"]).size_gb == 5
 
 

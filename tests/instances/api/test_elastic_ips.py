@@ -3,6 +3,8 @@
 import pytest
 
 from instances.models import ElasticIP
+from instances.services.instances import instance_create
+from tests.factories import SubnetFactory, instance_request
 from tests.instances.api.helpers import errors_of
 
 pytestmark = pytest.mark.django_db
@@ -30,13 +32,18 @@ def test_an_address_is_allocated_associated_and_released(api_for, operator, inst
 def test_an_interface_of_another_project_is_a_field_error(
     api_for, operator, outsider, other_project
 ):
-    eip = api_for("operator").post("/projects/alpha/elastic-ips").json()
-    errors = errors_of(
-        api_for("operator").post(
-            f"/projects/alpha/elastic-ips/{eip['id']}/associate", {"nic": 31337}
+    theirs = SubnetFactory(project=other_project, cidr_v4="10.60.0.0/24")
+    their_nic = instance_create(
+        project=other_project, actor=outsider, request=instance_request(theirs, name="their-vm")
+    ).nics.get()
+    api = api_for("operator")
+    eip = api.post("/projects/alpha/elastic-ips").json()
+    for nic in (their_nic.pk, 31337):  # another project's interface is as good as none
+        errors = errors_of(
+            api.post(f"/projects/alpha/elastic-ips/{eip['id']}/associate", {"nic": nic})
         )
-    )
-    assert errors == {"nic": ["Choose an interface of this project."]}
+        assert errors == {"nic": ["Choose an interface of this project."]}
+    assert ElasticIP.objects.get(pk=eip["id"]).nic is None
 
 
 def test_an_interface_with_an_address_already_is_refused(api_for, operator, instance):

@@ -66,4 +66,6 @@ def test_an_unknown_object_is_404_with_the_error_body(api_for, operator):
 
 
 def test_a_slug_that_cannot_be_a_project_is_a_schema_error(api_for, operator):
-    assert api_for("operator").get("/projects/al%20pha").status_code == 422
+    response = api_for("operator").get("/projects/al%20pha")
+    assert response.status_code == 422
+    assert response.json()["errors"] == {"slug": ["String should match pattern '^[-a-zA-Z0-9_]+$'"]}

@@ -97,7 +97,11 @@ def test_a_nic_without_its_subnet_is_a_schema_error_with_the_field_path(api_for,
 
 
 def test_a_viewer_cannot_create_an_instance(api_for, viewer, body):
-    assert api_for("viewer").post("/projects/alpha/instances", body).status_code == 403
+    response = api_for("viewer").post("/projects/alpha/instances", body)
+    assert (response.status_code, response.json()["detail"]) == (
+        403,
+        "This needs the operator role in Alpha.",
+    )
     assert not Instance.objects.exists()
 
 

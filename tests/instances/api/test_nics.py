@@ -46,7 +46,12 @@ def test_a_subnet_of_another_project_is_a_field_error(api_for, operator, instanc
 
 
 def test_a_viewer_cannot_add_an_interface(api_for, viewer, instance, subnet):
-    assert api_for("viewer").post(nics_url(instance), {"subnet": subnet.pk}).status_code == 403
+    response = api_for("viewer").post(nics_url(instance), {"subnet": subnet.pk})
+    assert (response.status_code, response.json()["detail"]) == (
+        403,
+        "This needs the operator role in Alpha.",
+    )
+    assert instance.nics.count() == 1
 
 
 def test_an_interface_is_removed_only_while_stopped(api_for, operator, instance):

@@ -111,7 +111,10 @@ def test_a_viewer_cannot_change_the_run_strategy(api_for, viewer, instance):
     response = api_for("viewer").patch(
         f"/projects/alpha/instances/{instance.pk}", {"run_strategy": "Always"}
     )
-    assert response.status_code == 403
+    assert (response.status_code, response.json()["detail"]) == (
+        403,
+        "This needs the operator role in Alpha.",
+    )
 
 
 def test_the_run_strategy_waits_for_a_transition_to_end(api_for, operator, instance):

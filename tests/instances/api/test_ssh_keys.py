@@ -61,7 +61,10 @@ def test_a_viewer_cannot_add_a_key(api_for, viewer):
     response = api_for("viewer").post(
         "/projects/alpha/ssh-keys", {"name": "laptop", "public_key": public_key()}
     )
-    assert response.status_code == 403
+    assert (response.status_code, response.json()["detail"]) == (
+        403,
+        "This needs the operator role in Alpha.",
+    )
 
 
 def test_an_outsider_gets_404_for_the_key_catalog(api_for, outsider, project):

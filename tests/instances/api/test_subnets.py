@@ -91,7 +91,12 @@ def test_an_operator_deletes_a_free_subnet(api_for, operator, subnet):
 
 
 def test_a_viewer_cannot_delete_a_subnet(api_for, viewer, subnet):
-    assert api_for("viewer").delete(f"/projects/alpha/subnets/{subnet.pk}").status_code == 403
+    response = api_for("viewer").delete(f"/projects/alpha/subnets/{subnet.pk}")
+    assert (response.status_code, response.json()["detail"]) == (
+        403,
+        "This needs the operator role in Alpha.",
+    )
+    assert Subnet.objects.filter(pk=subnet.pk).exists()
 
 
 def test_a_subnet_in_use_is_not_deleted(api_for, instance, subnet):
