@@ -10,6 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+# What one machine holds, whichever backend runs it; services refuse more before any work.
+MAX_SATA_DEVICES = 6  # SATA disks and CD-ROM drives: the ports of one AHCI controller
+HOTPLUG_DISKS = 3  # virtio disks plugged in while it runs, until its next start
+
 
 class BackendError(Exception):
     """A backend operation failed; `message` is written for the user, `retryable` for the task."""

@@ -69,6 +69,9 @@ class Instance(models.Model):
     )
     last_exit = models.CharField(max_length=16, choices=LastExit.choices, default=LastExit.NONE)
     auto_restarts = models.PositiveIntegerField(default=0)
+    hotplugged_disks = models.PositiveSmallIntegerField(
+        default=0, editable=False, help_text="Disks plugged in since the last start."
+    )
     state_changed_at = models.DateTimeField(auto_now_add=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -16,6 +16,7 @@ from instances.services import power
 from instances.services.audit import audit_record
 from instances.services.network import build_nic
 from instances.services.queueing import enqueue_host_task
+from instances.services.storage import check_room
 
 STARTS_ON_CREATE = {RunStrategy.ALWAYS, RunStrategy.RERUN_ON_FAILURE, RunStrategy.ONCE}
 
@@ -165,6 +166,7 @@ def _create_disk(instance: Instance, request: DiskRequest, default_name: str) ->
             ) from None
         raise
     disk.save()
+    check_room(instance, disk)  # against the disks made before it
     return disk
 
 

@@ -140,7 +140,13 @@ def machine_start(instance_id: int, claimed_at: str | None = None) -> None:
     except BackendError as error:
         _fail(instance, PowerState.STARTING, error, "start")
         return
-    if _settle(instance_id, PowerState.STARTING, PowerState.RUNNING, last_exit=LastExit.NONE):
+    if _settle(
+        instance_id,
+        PowerState.STARTING,
+        PowerState.RUNNING,
+        last_exit=LastExit.NONE,
+        hotplugged_disks=0,  # the new run has all its spare hotplug ports
+    ):
         return
     # claimed again while it launched: a Force Shutdown, which may have found nothing to stop
     # yet and recorded Stopped. Its request wins: end what this start launched. (A reconciler
@@ -372,37 +378,45 @@ def reconcile_host(host: str) -> None:
     local = Instance.objects.filter(host=host, backend__in=LOCAL_BACKENDS)
     for instance in local.select_related("project"):
         try:
-            status = backend_named(instance.backend).status(instance.machine_id)
+            _reconcile(instance, stuck_before)
         except BackendError as error:
-            log.warning("status of %s: %s", instance.machine_id, error.message)
-            continue
-        state, running = instance.power_state, status.power == Power.RUNNING
-        if state == PowerState.RUNNING and not running:
-            _stopped_by_itself(instance, status.exit)
-        elif state in (PowerState.STOPPED, PowerState.FAILED) and running:
-            if instance.run_strategy != RunStrategy.HALTED:
-                _settle(instance.pk, state, PowerState.RUNNING)
-                continue
-            try:  # Halted keeps it off, whatever started it
-                backend_named(instance.backend).force_stop(instance.machine_id)
-            except BackendError as error:
-                log.warning("stopping %s, which is Halted: %s", instance.machine_id, error.message)
-                continue
-            audit_record(
-                actor=None,
-                action="instance.force_stop",
-                project=instance.project,
-                target=instance,
-                message="Found running under the Halted run strategy, which keeps it off.",
-            )
-        elif state in POWER_TRANSITIONAL and instance.state_changed_at < stuck_before:
-            settled = PowerState.RUNNING if running else PowerState.STOPPED
-            _settle(instance.pk, state, settled, since=instance.state_changed_at)
-        elif state == PowerState.RUNNING and status.links:
-            for nic in instance.nics.all():
-                carrier = CarrierState.UP if status.links.get(nic.name) else CarrierState.DOWN
-                if nic.carrier != carrier:
-                    NetworkInterface.objects.filter(pk=nic.pk).update(carrier=carrier)
+            log.warning("reconciling %s: %s", instance.machine_id, error.message)
+        except Exception:  # one machine's surprise must not keep the host's others unwatched
+            log.exception("reconciling %s", instance.machine_id)
+
+
+def _reconcile(instance: Instance, stuck_before: datetime) -> None:
+    backend = backend_named(instance.backend)
+    status = backend.status(instance.machine_id)
+    state, running = instance.power_state, status.power == Power.RUNNING
+    if state == PowerState.RUNNING and not running:
+        _stopped_by_itself(instance, status.exit)
+    elif state in (PowerState.STOPPED, PowerState.FAILED) and running:
+        if instance.run_strategy != RunStrategy.HALTED:
+            _settle(instance.pk, state, PowerState.RUNNING)
+            return
+        # Halted keeps it off, whatever started it; read afresh, as a pass takes a while and
+        # the user may have changed the strategy and pressed Start since it read this row
+        if not Instance.objects.filter(
+            pk=instance.pk, power_state=state, run_strategy=RunStrategy.HALTED
+        ).exists():
+            return
+        backend.force_stop(instance.machine_id)
+        audit_record(
+            actor=None,
+            action="instance.force_stop",
+            project=instance.project,
+            target=instance,
+            message="Found running under the Halted run strategy, which keeps it off.",
+        )
+    elif state in POWER_TRANSITIONAL and instance.state_changed_at < stuck_before:
+        settled = PowerState.RUNNING if running else PowerState.STOPPED
+        _settle(instance.pk, state, settled, since=instance.state_changed_at)
+    elif state == PowerState.RUNNING and status.links:
+        for nic in instance.nics.all():
+            carrier = CarrierState.UP if status.links.get(nic.name) else CarrierState.DOWN
+            if nic.carrier != carrier:
+                NetworkInterface.objects.filter(pk=nic.pk).update(carrier=carrier)
 
 
 def _stopped_by_itself(instance: Instance, exit_kind: ExitKind) -> None:

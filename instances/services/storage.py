@@ -2,11 +2,12 @@
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
-from django.db import transaction
-from django.db.models import Q
+from django.db import IntegrityError, transaction
+from django.db.models import F, Q
 
 from instances import actions
 from instances.access import project_role
+from instances.backends.base import HOTPLUG_DISKS, MAX_SATA_DEVICES
 from instances.choices import DiskBus, DiskRole, ImageKind, PowerState
 from instances.errors import ActionRefused
 from instances.models import Disk, DiskSnapshot, Image, Instance, Project
@@ -83,13 +84,18 @@ def disk_attach(*, disk: Disk, instance: Instance, actor: AbstractBaseUser) -> N
             and instance.disks.filter(role=DiskRole.ROOT).exclude(pk=disk.pk).exists()
         ):
             raise ValidationError({"disk": f"{instance.name} already has a root disk."})
-        if instance.power_state == PowerState.RUNNING and (
-            disk.role == DiskRole.CDROM or effective_bus(disk) != DiskBus.VIRTIO
-        ):
+        running = instance.power_state == PowerState.RUNNING
+        if running and (disk.role == DiskRole.CDROM or effective_bus(disk) != DiskBus.VIRTIO):
             raise ActionRefused(
                 f"Only virtio disks are plugged into a running instance: stop {instance.name} "
                 f"to attach {disk.name} (SATA or CD-ROM)."
             )
+        if running and instance.hotplugged_disks >= HOTPLUG_DISKS:
+            raise ActionRefused(
+                f"{instance.name} took {HOTPLUG_DISKS} disks while running, as many as it can "
+                f"until its next start: stop it to attach {disk.name}."
+            )
+        check_room(instance, disk)
         disk.instance = instance
         disk.full_clean()
         # the disk was read before this transaction: it is taken only if still free (or ours)
@@ -102,8 +108,34 @@ def disk_attach(*, disk: Disk, instance: Instance, actor: AbstractBaseUser) -> N
             raise _attached_elsewhere(disk.name, holder[0])
         audit_record(actor=actor, action="disk.attach", project=instance.project, target=disk,
                      detail={"instance": instance.name})  # fmt: skip
-        if instance.power_state == PowerState.RUNNING:
+        if running:
+            Instance.objects.filter(pk=instance.pk).update(
+                hotplugged_disks=F("hotplugged_disks") + 1
+            )
             enqueue_host_task(instance, "instances.disk_hotplug", disk.pk)
+
+
+def check_room(instance: Instance, disk: Disk) -> None:
+    """Whether the instance's machine holds one more disk: its boot order must be free, and
+    SATA disks and CD-ROM drives share one controller's ports."""
+    others = list(instance.disks.select_related("image").exclude(pk=disk.pk))
+    if disk.boot_order is not None:
+        taken = next((d for d in others if d.boot_order == disk.boot_order), None)
+        if taken is not None:
+            raise ValidationError(
+                {
+                    "boot_order": f"{taken.name} has boot order {disk.boot_order} on "
+                    f"{instance.name}; give {disk.name} another."
+                }
+            )
+    sata = [d for d in others if effective_bus(d) == DiskBus.SATA]
+    if effective_bus(disk) == DiskBus.SATA and len(sata) >= MAX_SATA_DEVICES:
+        raise ValidationError(
+            {
+                "disk": f"{instance.name} has {MAX_SATA_DEVICES} SATA disks and CD-ROM drives, "
+                "as many as an instance holds: choose virtio, or detach one first."
+            }
+        )
 
 
 def _attached_elsewhere(name: str, holder: object) -> ValidationError:
@@ -113,15 +145,15 @@ def _attached_elsewhere(name: str, holder: object) -> ValidationError:
 def _lock_power_state(instance: Instance) -> None:
     """Lock the instance's row until the transaction ends and read its power state afresh: a
     Start claimed meanwhile is seen here, and one claimed later waits for this change."""
-    state = (
+    row = (
         Instance.objects.select_for_update()
         .filter(pk=instance.pk)
-        .values_list("power_state", flat=True)
+        .values_list("power_state", "hotplugged_disks")
         .first()
     )
-    if state is None:
+    if row is None:
         raise ActionRefused(f"{instance.name} has been deleted.")
-    instance.power_state = state
+    instance.power_state, instance.hotplugged_disks = row
 
 
 def disk_detach(*, disk: Disk, actor: AbstractBaseUser) -> None:
@@ -156,8 +188,16 @@ def disk_resize(*, disk: Disk, actor: AbstractBaseUser, size_gb: int) -> None:
     if size_gb > 16384:
         raise ValidationError({"size_gb": "Disk size must be between 1 and 16384 GB."})
     with transaction.atomic():
+        # from the size this request read: of two resizes at once, a smaller one never wins
+        if not Disk.objects.filter(pk=disk.pk, size_gb=disk.size_gb).update(size_gb=size_gb):
+            disk.refresh_from_db(fields=["size_gb"])
+            raise ValidationError(
+                {
+                    "size_gb": f"{disk.name} was just resized to {disk.size_gb} GB by another "
+                    "request; enter more than that to grow it further."
+                }
+            )
         previous, disk.size_gb = disk.size_gb, size_gb
-        disk.save(update_fields=["size_gb"])
         audit_record(actor=actor, action="disk.resize", project=disk.project, target=disk,
                      detail={"from_gb": previous, "to_gb": size_gb})  # fmt: skip
         if disk.instance:
@@ -169,14 +209,20 @@ def disk_snapshot(*, disk: Disk, actor: AbstractBaseUser, name: str) -> DiskSnap
     if disk.instance is None:
         raise ActionRefused("Attach the disk to an instance to snapshot it.")
     actions.require(actions.configure(disk.instance, project_role(actor, disk.project)))
+    if disk.role not in (DiskRole.ROOT, DiskRole.SECONDARY):
+        raise ValidationError({"disk": "Only root and secondary disks have snapshots."})
     try:
         validate_dns_label(name)
     except ValidationError as error:
         raise ValidationError({"name": error.messages}) from None
+    taken = ValidationError({"name": f"{disk.name} already has a snapshot called {name}."})
     if disk.snapshots.filter(name=name).exists():
-        raise ValidationError({"name": f"{disk.name} already has a snapshot called {name}."})
+        raise taken
     with transaction.atomic():
-        snapshot = DiskSnapshot.objects.create(disk=disk, name=name)
+        try:  # the same name asked for twice at once: the unique constraint picks one
+            snapshot = DiskSnapshot.objects.create(disk=disk, name=name)
+        except IntegrityError:
+            raise taken from None
         audit_record(actor=actor, action="disk.snapshot", project=disk.project, target=snapshot)
         enqueue_host_task(disk.instance, "instances.disk_snapshot", snapshot.pk)
     return snapshot

@@ -313,3 +313,23 @@ def test_nic_rows_exist_only_for_valid_requests(project, operator, subnet):
         ]
     }
     assert not NetworkInterface.objects.exists()
+
+
+def test_each_disk_has_its_own_boot_order(project, operator, subnet):
+    errors = errors_of(
+        project, operator, instance_request(subnet, disks=[DiskRequest(size_gb=1, boot_order=1)])
+    )
+    assert errors == {
+        "disks-0-boot_order": ["web-1-root has boot order 1 on web-1; give web-1-disk1 another."]
+    }
+
+
+def test_an_instance_holds_six_sata_disks_and_cdrom_drives(project, operator, subnet):
+    sata = [DiskRequest(size_gb=1, bus="sata") for _ in range(7)]
+    errors = errors_of(project, operator, instance_request(subnet, disks=sata))
+    assert errors == {
+        "disks-6-disk": [
+            "web-1 has 6 SATA disks and CD-ROM drives, as many as an instance holds: choose "
+            "virtio, or detach one first."
+        ]
+    }

@@ -44,11 +44,13 @@ def starting(on_backend):
     return make
 
 
-def test_a_start_records_running(starting):
+def test_a_start_records_running_with_every_hotplug_port_free(starting):
     backend, instance = starting(lambda: None)
+    Instance.objects.filter(pk=instance.pk).update(hotplugged_disks=3)  # from the last run
     machines.machine_start(instance.pk)
     instance.refresh_from_db()
     assert instance.power_state == PowerState.RUNNING and backend.running
+    assert instance.hotplugged_disks == 0
 
 
 def test_a_force_shutdown_that_finished_during_the_launch_still_wins(starting):
@@ -80,3 +82,42 @@ def test_the_reconciler_adopts_a_running_machine_unless_it_is_halted(
     assert instance.power_state == state and backend.force_stops == force_stops
     events = AuditEvent.objects.filter(action="instance.force_stop", actor=None)
     assert events.count() == force_stops
+
+
+def test_the_reconciler_stops_no_machine_whose_strategy_changed_during_its_pass(
+    starting, monkeypatch
+):
+    monkeypatch.setattr(machines, "LOCAL_BACKENDS", ("launching",))
+    backend, instance = starting(lambda: None)
+    backend.running = True
+    Instance.objects.filter(pk=instance.pk).update(
+        power_state=PowerState.STOPPED, run_strategy=RunStrategy.HALTED
+    )
+
+    def status_after_the_user_chose_manual(machine_id: str) -> MachineStatus:
+        Instance.objects.filter(pk=instance.pk).update(run_strategy=RunStrategy.MANUAL)
+        return MachineStatus(Power.RUNNING)
+
+    monkeypatch.setattr(backend, "status", status_after_the_user_chose_manual)
+    machines.reconcile_host(instance.host)
+    assert backend.force_stops == 0 and backend.running
+
+
+def test_one_machines_surprise_leaves_the_others_reconciled(starting, monkeypatch, caplog):
+    monkeypatch.setattr(machines, "LOCAL_BACKENDS", ("launching",))
+    backend, instance = starting(lambda: None)
+    backend.running = True
+    Instance.objects.filter(pk=instance.pk).update(power_state=PowerState.STOPPED)
+    broken = Instance.objects.get(pk=instance.pk)
+    broken.pk, broken.name = None, "web-0"  # listed before web-1
+    broken.save()
+
+    def status(machine_id: str) -> MachineStatus:
+        if machine_id == broken.machine_id:
+            raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
+        return MachineStatus(Power.RUNNING)
+
+    monkeypatch.setattr(backend, "status", status)
+    machines.reconcile_host(instance.host)
+    assert Instance.objects.get(pk=instance.pk).power_state == PowerState.RUNNING
+    assert f"reconciling {broken.machine_id}" in caplog.text

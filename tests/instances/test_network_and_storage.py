@@ -350,3 +350,59 @@ def test_an_address_leased_meanwhile_is_refused_at_its_field(instance):
     with pytest.raises(ValidationError) as caught:
         ipam.lease(eth0, eth0.ipv4, "ipv4")  # a second request that checked before this lease
     assert caught.value.message_dict == {"ipv4": [f"{eth0.ipv4} was just leased by another NIC."]}
+
+
+def test_cdrom_drives_have_no_snapshots(instance, project, operator):
+    drive = storage.disk_create(
+        project=project, actor=operator, name="cd", zone="local-1a", size_gb=0, role=DiskRole.CDROM
+    )
+    storage.disk_attach(disk=drive, instance=instance, actor=operator)
+    assert refusal(storage.disk_snapshot, disk=drive, actor=operator, name="first") == {
+        "disk": ["Only root and secondary disks have snapshots."]
+    }
+
+
+def test_of_two_resizes_at_once_the_smaller_does_not_undo_the_larger(instance, operator):
+    disk = instance.disks.get(role=DiskRole.SECONDARY)
+    seen = Disk.objects.get(pk=disk.pk)  # as a second user's page read it: 2 GB
+    storage.disk_resize(disk=disk, actor=operator, size_gb=8)
+    assert refusal(storage.disk_resize, disk=seen, actor=operator, size_gb=4) == {
+        "size_gb": [
+            "web-1-disk1 was just resized to 8 GB by another request; enter more than that to "
+            "grow it further."
+        ]
+    }
+    assert Disk.objects.get(pk=disk.pk).size_gb == 8
+
+
+def test_an_attached_disk_takes_a_free_boot_order(instance, project, operator):
+    disk = storage.disk_create(
+        project=project, actor=operator, name="boot2", zone="local-1a", size_gb=1
+    )
+    Disk.objects.filter(pk=disk.pk).update(boot_order=1)
+    disk.refresh_from_db()
+    assert refusal(storage.disk_attach, disk=disk, instance=instance, actor=operator) == {
+        "boot_order": ["web-1-root has boot order 1 on web-1; give boot2 another."]
+    }
+    assert Disk.objects.get(pk=disk.pk).instance is None
+
+
+def test_a_running_instance_takes_three_disks_until_its_next_start(instance, project, operator):
+    running(instance)
+    for number in range(3):
+        disk = storage.disk_create(
+            project=project, actor=operator, name=f"hot{number}", zone="local-1a", size_gb=1,
+            bus="virtio",
+        )  # fmt: skip
+        storage.disk_attach(disk=disk, instance=instance, actor=operator)
+    fourth = storage.disk_create(
+        project=project, actor=operator, name="hot3", zone="local-1a", size_gb=1, bus="virtio"
+    )
+    with pytest.raises(ActionRefused) as caught:
+        storage.disk_attach(disk=fourth, instance=instance, actor=operator)
+    assert caught.value.message == (
+        "web-1 took 3 disks while running, as many as it can until its next start: stop it to "
+        "attach hot3."
+    )
+    assert Disk.objects.get(pk=fourth.pk).instance is None
+    assert Instance.objects.get(pk=instance.pk).hotplugged_disks == 3

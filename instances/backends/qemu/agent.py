@@ -7,16 +7,19 @@ parser) and `guest-sync-delimited` with a random id, and drops everything up to 
 """
 
 import base64
+import contextlib
 import json
 import random
 import socket
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from instances.backends.base import BackendError, GuestFacts, GuestInterface
 
 SENTINEL = b"\xff"
+MAX_REPLY = 64 * 1024 * 1024  # a guest-exec's captured output, base64: qemu-ga caps it at 16 MiB
 
 
 class GuestAgent:
@@ -44,7 +47,7 @@ class GuestAgent:
     def facts(self) -> GuestFacts:
         """Hostname and interfaces are required; memory and filesystems are best effort (an
         agent may have guest-exec or guest-get-fsinfo disabled, a guest may lack `cat`)."""
-        with _Session(self.socket_path, self.timeout) as session:
+        with _Session(self.socket_path, self.timeout) as session, _reading("the guest's facts"):
             hostname = session.call("guest-get-host-name")["host-name"]
             interfaces = _interfaces(session.call("guest-network-get-interfaces"))
             try:
@@ -66,10 +69,10 @@ class GuestAgent:
 
     def freeze(self) -> int:
         """Freeze the guest's filesystems; the number frozen."""
-        return int(self.call("guest-fsfreeze-freeze"))
+        return _count(self.call("guest-fsfreeze-freeze"), "guest-fsfreeze-freeze")
 
     def thaw(self) -> int:
-        return int(self.call("guest-fsfreeze-thaw"))
+        return _count(self.call("guest-fsfreeze-thaw"), "guest-fsfreeze-thaw")
 
     def freeze_status(self) -> str:
         """ "thawed" or "frozen"."""
@@ -86,7 +89,7 @@ class _Session:
         self.socket_path = socket_path
         self.timeout = timeout
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.buffer = b""
+        self.buffer = bytearray()
 
     def __enter__(self) -> "_Session":
         self.sock.settimeout(self.timeout)
@@ -106,7 +109,7 @@ class _Session:
 
     def call(self, command: str, arguments: dict[str, Any] | None = None) -> Any:
         self.send_command(command, arguments)
-        reply = json.loads(self._read_line(command))
+        reply = _reply(self._read_line(command), command)
         if "error" in reply:
             raise BackendError(f"The guest agent refused {command}: {reply['error'].get('desc')}")
         return reply.get("return")
@@ -120,30 +123,30 @@ class _Session:
     def refusal(self, command: str, wait: float) -> str | None:
         """For a command the agent answers only to refuse: the reason, or None when nothing
         came within `wait` seconds (or the guest closed the port, going down)."""
-        self.sock.settimeout(wait)
         try:
-            reply = json.loads(self._read_line(command))
+            reply = _reply(self._read_line(command, time.monotonic() + wait), command)
         except BackendError:
             return None
         error = reply.get("error")
-        return str(error.get("desc")) if error else None
+        return str(error.get("desc") if isinstance(error, dict) else error) if error else None
 
     def execute(self, argv: list[str], timeout: float) -> tuple[int, str]:
         if not argv:
             raise BackendError("Nothing to run: the command is empty.")
-        pid = self.call("guest-exec", {"path": argv[0], "arg": argv[1:], "capture-output": True})[
-            "pid"
-        ]
+        with _reading("guest-exec"):
+            arguments = {"path": argv[0], "arg": argv[1:], "capture-output": True}
+            pid = self.call("guest-exec", arguments)["pid"]
         deadline = time.monotonic() + timeout
         while True:
-            status = self.call("guest-exec-status", {"pid": pid})
-            if status["exited"]:
-                output = b"".join(
-                    base64.b64decode(status.get(key, "")) for key in ("out-data", "err-data")
-                )
-                # a command killed by a signal has no exit code: report -signal, like subprocess
-                code = status["exitcode"] if "exitcode" in status else -status.get("signal", 1)
-                return int(code), output.decode(errors="replace")
+            with _reading("guest-exec-status"):
+                status = self.call("guest-exec-status", {"pid": pid})
+                if status["exited"]:
+                    output = b"".join(
+                        base64.b64decode(status.get(key, "")) for key in ("out-data", "err-data")
+                    )
+                    # killed by a signal: no exit code; report -signal, like subprocess
+                    code = status["exitcode"] if "exitcode" in status else -status.get("signal", 1)
+                    return int(code), output.decode(errors="replace")
             if time.monotonic() > deadline:
                 raise BackendError(f"{argv[0]} did not finish within {timeout:g} s in the guest.")
             time.sleep(0.1)
@@ -152,17 +155,18 @@ class _Session:
         token = random.randrange(1, 2**31)
         sync = {"execute": "guest-sync-delimited", "arguments": {"id": token}}
         self._send(SENTINEL + json.dumps(sync).encode() + b"\n")
+        deadline = time.monotonic() + self.timeout  # however much the guest sends meanwhile
         while True:
             # the reply to the sync is the first thing after a 0xFF; older lines are dropped
             while SENTINEL not in self.buffer:
-                self.buffer = b""
-                self._receive("guest-sync-delimited")
-            self.buffer = self.buffer.split(SENTINEL, 1)[1]
-            line = self._read_line("guest-sync-delimited")
+                self.buffer.clear()
+                self._receive("guest-sync-delimited", deadline)
+            del self.buffer[: self.buffer.index(SENTINEL) + 1]
+            line = self._read_line("guest-sync-delimited", deadline)
             try:
-                if json.loads(line).get("return") == token:
+                if _reply(line, "guest-sync-delimited").get("return") == token:
                     return
-            except ValueError:
+            except BackendError:
                 continue
 
     def _send(self, data: bytes) -> None:
@@ -173,14 +177,26 @@ class _Session:
                 f"The guest agent connection failed ({error}).", retryable=True
             ) from error
 
-    def _read_line(self, command: str) -> bytes:
-        while b"\n" not in self.buffer:
-            self._receive(command)
-        line, self.buffer = self.buffer.split(b"\n", 1)
+    def _read_line(self, command: str, deadline: float | None = None) -> bytes:
+        """The next line, within the session's timeout (or until deadline)."""
+        if deadline is None:
+            deadline = time.monotonic() + self.timeout
+        scanned = 0
+        while (end := self.buffer.find(b"\n", scanned)) < 0:
+            scanned = len(self.buffer)
+            if scanned > MAX_REPLY:
+                raise BackendError(f"The guest agent's reply to {command} is too large.")
+            self._receive(command, deadline)
+        line = bytes(self.buffer[:end])
+        del self.buffer[: end + 1]
         return line
 
-    def _receive(self, command: str) -> None:
+    def _receive(self, command: str, deadline: float) -> None:
         try:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            self.sock.settimeout(remaining)
             chunk = self.sock.recv(65536)
         except TimeoutError as error:
             raise BackendError(
@@ -195,6 +211,32 @@ class _Session:
         if not chunk:
             raise BackendError("The guest agent closed the connection.", retryable=True)
         self.buffer += chunk
+
+
+def _reply(line: bytes, command: str) -> dict[str, Any]:
+    try:
+        reply = json.loads(line)
+    except ValueError:
+        reply = None
+    if not isinstance(reply, dict):
+        raise BackendError(f"The guest agent sent an unreadable reply to {command}.")
+    return reply
+
+
+def _count(value: object, command: str) -> int:
+    if not isinstance(value, int):
+        raise BackendError(f"The guest agent sent an unreadable reply to {command}.")
+    return value
+
+
+@contextlib.contextmanager
+def _reading(what: str) -> Iterator[None]:
+    """Replies the guest sends are the guest's to shape: one not shaped as the protocol says
+    is a BackendError, not a crash of the caller."""
+    try:
+        yield
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as error:
+        raise BackendError(f"The guest agent sent an unreadable reply for {what}.") from error
 
 
 def _interfaces(reply: list[dict[str, Any]]) -> tuple[GuestInterface, ...]:

@@ -57,6 +57,8 @@ MACHINE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 KERNEL_BANNER = re.compile(rb"\[\s*0\.0+\] Linux version ")
 MAX_SOCKET_PATH = 107  # sun_path is 108 bytes with the final NUL
 STOPPED_STATES = {"shutdown", "guest-panicked", "internal-error"}
+FSFREEZE_TIMEOUT = 60.0  # flushing a busy guest's writes before the freeze takes a while
+SNAPSHOT_TIMEOUT = 60.0  # an internal snapshot of a large disk writes its metadata
 POWER_OFF_EVENTS = {"SHUTDOWN", "GUEST_PANICKED"}  # the events that enter those states
 
 
@@ -146,6 +148,8 @@ class QemuBackend:
             firmware = firmware_for(spec.firmware, self.ovmf_dir)
             if firmware is not None:
                 prepare_vars(run, firmware, persistent=spec.firmware.persistent_efi)
+            links = {nic.name: nic.link_up for nic in spec.nics}
+            down = [("set_link", {"name": nic, "up": False}) for nic, up in links.items() if not up]
             taps: dict[str, tuple[str, str]] = {}
             try:
                 if spec.firmware.vtpm:
@@ -156,6 +160,7 @@ class QemuBackend:
                     accel=self.accel,
                     firmware=firmware,
                     taps={nic: tap for nic, (tap, _) in taps.items()},
+                    paused=bool(down),
                 )
                 argv = build_argv(spec, run, options)
                 if taps:
@@ -169,11 +174,13 @@ class QemuBackend:
             except BaseException:
                 self._release(run, taps)
                 raise
-            links = {nic.name: nic.link_up for nic in spec.nics}
             run.begin_start(pid, Runtime(links=links, taps=taps, serial_offset=serial_offset))
-            down = [("set_link", {"name": nic, "up": False}) for nic, up in links.items() if not up]
-            if down:
-                self._monitor(run).execute_all(down)
+            if down:  # the guest first runs with its cables out, or not at all
+                try:
+                    self._monitor(run).execute_all([*down, ("cont", None)])
+                except BackendError:
+                    self._end_run(run, pid, ExitKind.REQUESTED, monitor=False)
+                    raise
 
     def shutdown(self, machine_id: str) -> None:
         """Press the ACPI power button; the guest decides. The stop reads REQUESTED afterwards.
@@ -299,42 +306,51 @@ class QemuBackend:
         with run.lock():  # runtime.json is read, changed and written back: one writer at a time
             if self._settle(run).power is Power.STOPPED:
                 return
-            self._monitor(run).execute("set_link", {"name": nic_name, "up": up})
             runtime = run.read_runtime()
+            if nic_name not in runtime.links:  # added since the start: it comes up as asked then
+                return
+            self._monitor(run).execute("set_link", {"name": nic_name, "up": up})
             runtime.links[nic_name] = up
             run.write_runtime(runtime)
 
     def attach_disk(self, spec: MachineSpec, disk: DiskSpec) -> None:
-        """Create the disk; hotplug it when running (virtio only: SATA has no hotplug in QEMU)."""
+        """Create the disk; hotplug it when running (virtio only: SATA has no hotplug in QEMU).
+
+        Under the run lock: a start waits for it, and two hotplugs do not pick the same free
+        port. A retry after a timeout finds what the earlier attempt did and carries on."""
         disk = self._resolve_disk(disk)
         run = self._run_folder(spec.id)
-        run.create()
-        self._create_disk(run, disk)
-        if self._settle(run).power is Power.STOPPED:
-            return
-        if disk.role == "cdrom" or disk.bus != "virtio":
-            raise BackendError(
-                "SATA disks and CD-ROMs can only be added while the machine is stopped."
-            )
-        monitor = self._monitor(run)
-        if self._device_type(monitor, disk.name) is not None:
-            return
-        node = node_name(disk.name)
-        file = {"driver": "file", "filename": str(run.disk_path(disk.name))}
-        monitor.execute("blockdev-add", {"driver": "qcow2", "node-name": node, "file": file})
-        device: dict[str, Any] = {
-            "driver": "virtio-blk-pci",
-            "id": disk.name,
-            "drive": node,
-            "bus": self._free_root_port(monitor),
-        }
-        if disk.serial:
-            device["serial"] = disk.serial
-        try:
-            monitor.execute("device_add", device)
-        except BackendError:
-            monitor.execute("blockdev-del", {"node-name": node})
-            raise
+        with run.lock():
+            self._create_disk(run, disk)
+            if self._settle(run).power is Power.STOPPED:
+                return
+            if disk.role == "cdrom" or disk.bus != "virtio":
+                raise BackendError(
+                    "SATA disks and CD-ROMs can only be added while the machine is stopped."
+                )
+            monitor = self._monitor(run)
+            if self._device_type(monitor, disk.name) is not None:
+                return
+            device: dict[str, Any] = {
+                "driver": "virtio-blk-pci",
+                "id": disk.name,
+                "drive": node_name(disk.name),
+                "bus": self._free_root_port(monitor),
+            }
+            if disk.serial:
+                device["serial"] = disk.serial
+            nodes = {node["node-name"] for node in monitor.execute("query-named-block-nodes")}
+            if device["drive"] not in nodes:
+                file = {"driver": "file", "filename": str(run.disk_path(disk.name))}
+                monitor.execute(
+                    "blockdev-add", {"driver": "qcow2", "node-name": device["drive"], "file": file}
+                )
+            try:
+                monitor.execute("device_add", device)
+            except BackendError:
+                with contextlib.suppress(BackendError):  # the first error is the one to tell
+                    monitor.execute("blockdev-del", {"node-name": device["drive"]})
+                raise
 
     def detach_disk(self, machine_id: str, disk_name: str) -> None:
         """Unplug a virtio disk from a running machine (the guest must let go); keeps the file."""
@@ -357,50 +373,60 @@ class QemuBackend:
             monitor.execute("blockdev-del", {"node-name": node_name(disk_name)})
 
     def resize_disk(self, spec: MachineSpec, disk: DiskSpec) -> None:
-        """Grow a disk to disk.size_gb (online with block_resize when running)."""
+        """Grow a disk to disk.size_gb (online with block_resize when running). A disk with no
+        file yet is made at its new size when its machine is defined."""
         run = self._run_folder(spec.id)
-        path = self._disk_file(run, disk.name)
-        current = self.qemu_img.virtual_size(path)
-        wanted = disk.size_gb * GIB
-        if wanted < current:
-            raise BackendError(
-                f"Disks can only grow: {disk.name} is {current / GIB:g} GiB already."
-            )
-        if wanted == current:
-            return
-        if self._settle(run).power is Power.RUNNING:
-            self._monitor(run).execute(
-                "block_resize", {"node-name": node_name(disk.name), "size": wanted}
-            )
-        else:
-            self.qemu_img.resize(path, disk.size_gb)
+        with run.lock():  # a start waits: QEMU and qemu-img must not both open the file
+            path = run.disk_path(disk.name)
+            if not path.is_file():
+                return
+            current = self.qemu_img.virtual_size(path)
+            wanted = disk.size_gb * GIB
+            if wanted < current:
+                raise BackendError(
+                    f"Disks can only grow: {disk.name} is {current / GIB:g} GiB already."
+                )
+            if wanted == current:
+                return
+            if self._settle(run).power is Power.RUNNING:
+                self._monitor(run).execute(
+                    "block_resize", {"node-name": node_name(disk.name), "size": wanted}
+                )
+            else:
+                self.qemu_img.resize(path, disk.size_gb)
 
     def snapshot_disk(self, machine_id: str, disk_name: str, snapshot_name: str) -> bool:
         """An internal qcow2 snapshot; when running, inside a guest fsfreeze (always thawed) if
-        the guest has an agent, else as a crash would leave the disk. Whether it was frozen."""
+        the guest has an agent, else as a crash would leave the disk. Whether it was frozen.
+
+        Safe to retry: a snapshot an earlier attempt took (its answer lost to a timeout) counts
+        as taken, and a freeze it left behind is thawed. One snapshot at a time per machine, so
+        one's thaw never ends another's freeze."""
         run = self._run_folder(machine_id)
         path = self._disk_file(run, disk_name)
-        if self._settle(run).power is Power.STOPPED:
-            self.qemu_img.snapshot(path, snapshot_name)
-            return False
-        agent = self._agent(run)
-        frozen = self._agent_listening(run)
-        if frozen:
-            try:
-                agent.freeze()
-            except BackendError:  # the agent does not answer
-                with contextlib.suppress(BackendError):  # never leave a half-done freeze behind
-                    agent.thaw()
-                frozen = False
-        try:
-            self._monitor(run).execute(
-                "blockdev-snapshot-internal-sync",
-                {"device": node_name(disk_name), "name": snapshot_name},
-            )
-        finally:
-            if frozen:
+        with run.lock():  # a start waits for qemu-img
+            if self._settle(run).power is Power.STOPPED:
+                if snapshot_name not in self.qemu_img.snapshots(path):
+                    self.qemu_img.snapshot(path, snapshot_name)
+                return False
+        with run.lock("snapshot.lock"):
+            monitor = self._monitor(run)
+            agent = GuestAgent(run.agent_socket, timeout=FSFREEZE_TIMEOUT)
+            has_agent = self._agent_listening(run)
+            if has_agent and agent.freeze_status() == "frozen":  # an earlier attempt's
                 agent.thaw()
-        return frozen
+            if snapshot_name in self._node_snapshots(monitor, disk_name):
+                return False
+            frozen = has_agent and _freeze(agent)
+            try:
+                Monitor(run.qmp_socket, timeout=SNAPSHOT_TIMEOUT).execute(
+                    "blockdev-snapshot-internal-sync",
+                    {"device": node_name(disk_name), "name": snapshot_name},
+                )
+            finally:
+                if frozen:
+                    agent.thaw()
+            return frozen
 
     def change_cdrom(self, machine_id: str, disk_name: str, iso: Path | None) -> None:
         """Insert or eject media of a running machine; a stopped one boots with its spec's ISO."""
@@ -414,9 +440,15 @@ class QemuBackend:
         iso = self._absolute(iso)
         if not iso.is_file():
             raise BackendError(f"The ISO {iso} does not exist.")
-        monitor.execute(
+        monitor.execute(  # force: a guest that mounted the old disc keeps the tray locked
             "blockdev-change-medium",
-            {"id": disk_name, "filename": str(iso), "format": "raw", "read-only-mode": "read-only"},
+            {
+                "id": disk_name,
+                "filename": str(iso),
+                "format": "raw",
+                "read-only-mode": "read-only",
+                "force": True,
+            },
         )
 
     # ---- guest -------------------------------------------------------------------------------
@@ -607,6 +639,13 @@ class QemuBackend:
             time.sleep(0.1)
         return True
 
+    def _node_snapshots(self, monitor: Monitor, disk_name: str) -> set[str]:
+        """The names of the internal snapshots a running machine's disk holds."""
+        for node in monitor.execute("query-named-block-nodes"):
+            if node.get("node-name") == node_name(disk_name):
+                return {snapshot["name"] for snapshot in node["image"].get("snapshots", [])}
+        raise BackendError(f"Machine {monitor.socket_path.parent.name} has no disk {disk_name}.")
+
     def _free_root_port(self, monitor: Monitor) -> str:
         for bus in monitor.execute("query-pci"):
             for device in bus["devices"]:
@@ -635,3 +674,14 @@ class QemuBackend:
         if not path.is_absolute() and self.images is not None:
             path = self.images / path
         return path.absolute()
+
+
+def _freeze(agent: GuestAgent) -> bool:
+    """Freeze the guest's filesystems: whether they are. A freeze that failed is undone."""
+    try:
+        agent.freeze()
+    except BackendError:  # refused, or no answer in time
+        with contextlib.suppress(BackendError):  # never leave a half-done freeze behind
+            agent.thaw()
+        return False
+    return True

@@ -18,15 +18,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from instances.backends.base import BackendError, DiskSpec, MachineSpec
+from instances.backends.base import (
+    HOTPLUG_DISKS,
+    MAX_SATA_DEVICES,
+    BackendError,
+    DiskSpec,
+    MachineSpec,
+)
 
 from .firmware import Firmware
 from .run_folder import RunFolder
 
 AGENT_PORT = "org.qemu.guest_agent.0"
 EXEC_PORT = "org.zopday.exec.0"
-SATA_PORTS = 6  # ide.0 .. ide.5 on the q35 AHCI controller
-HOTPLUG_PORTS = 3  # spare PCIe root ports for disks attached while running
 SEED_DEVICE = "cidata"
 NIC_MODELS = {"virtio": "virtio-net-pci", "e1000": "e1000"}
 ACCELERATORS = ("tcg", "kvm", "kvm:tcg")
@@ -40,7 +44,8 @@ class LaunchOptions:
     accel: str = "tcg"
     firmware: Firmware | None = None
     taps: Mapping[str, str] = field(default_factory=dict)  # NIC name -> tap; others: user-mode
-    hotplug_ports: int = HOTPLUG_PORTS
+    hotplug_ports: int = HOTPLUG_DISKS  # spare PCIe root ports
+    paused: bool = False  # CPUs wait for QMP "cont": links are set before the guest runs
 
 
 def node_name(disk_name: str) -> str:
@@ -104,6 +109,8 @@ def build_argv(spec: MachineSpec, run: RunFolder, options: LaunchOptions) -> lis
     argv += _disk_args(spec, run, options.hotplug_ports)
     for nic in spec.nics:
         argv += _nic_args(nic.name, nic.mac, nic.model, options.taps.get(nic.name))
+    if options.paused:
+        argv += ["-S"]
     argv += ["-pidfile", str(run.qemu_pidfile), "-daemonize"]
     return argv
 
@@ -158,8 +165,8 @@ def _disk_args(spec: MachineSpec, run: RunFolder, hotplug_ports: int) -> list[st
     unknown = [d for d in spec.disks if d.role != "cdrom" and d.bus not in ("virtio", "sata")]
     if unknown:
         raise BackendError(f"Disk {unknown[0].name} has unknown bus {unknown[0].bus!r}.")
-    if len(sata) > SATA_PORTS:
-        raise BackendError(f"At most {SATA_PORTS} SATA disks and CD-ROMs fit on one machine.")
+    if len(sata) > MAX_SATA_DEVICES:  # ide.0 .. ide.5 on the q35 AHCI controller
+        raise BackendError(f"At most {MAX_SATA_DEVICES} SATA disks and CD-ROMs fit on one machine.")
     for index in range(len(virtio) + hotplug_ports):
         argv += ["-device", f"pcie-root-port,id={root_port_id(index)},chassis={index + 1}"]
     for index, disk in enumerate(virtio):

@@ -55,7 +55,12 @@ class QemuImg:
     def _run(self, argv: list[str], what: str) -> str:
         if shutil.which(self.binary) is None:
             raise BackendError(f"{self.binary} is not installed (apt-get install qemu-utils).")
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+        try:
+            result = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+        except subprocess.TimeoutExpired:
+            raise BackendError(
+                f"Could not {what}: qemu-img took over 120 s.", retryable=True
+            ) from None
         if result.returncode != 0:
             reason = last_line(result.stderr) or f"exit status {result.returncode}"
             raise BackendError(f"Could not {what}: {reason}")

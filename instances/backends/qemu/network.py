@@ -104,7 +104,13 @@ class BridgedNetworks:
         return self._run([self.ip, "-n", self.namespace, *args])
 
     def _run(self, argv: list[str]) -> str:
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+        try:
+            result = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+        except subprocess.TimeoutExpired:
+            raise BackendError(
+                f"Network setup failed ({' '.join(argv[1:])}): no answer within 30 s.",
+                retryable=True,
+            ) from None
         if result.returncode != 0:
             reason = result.stderr.strip() or f"exit status {result.returncode}"
             raise BackendError(f"Network setup failed ({' '.join(argv[1:])}): {reason}")

@@ -23,11 +23,11 @@ def is_alive(pid: int | None, marker: str) -> bool:
         return False
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
-    state = stat.rsplit(")", 1)[-1].split()[0]
-    return state not in ("Z", "X") and marker in cmdline
+    state = stat.rsplit(")", 1)[-1].split()[0]  # a reused pid may be any program, any bytes
+    return state not in ("Z", "X") and os.fsencode(marker) in cmdline.replace(b"\0", b" ")
 
 
 def run_daemon(argv: list[str], log: Path, *, what: str, timeout: float = 60) -> None:

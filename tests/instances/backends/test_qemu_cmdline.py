@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from instances.backends.base import (
+    HOTPLUG_DISKS,
     BackendError,
     CloudInitSeed,
     DiskSpec,
@@ -12,7 +13,7 @@ from instances.backends.base import (
     MachineSpec,
     NicSpec,
 )
-from instances.backends.qemu.cmdline import HOTPLUG_PORTS, LaunchOptions, build_argv
+from instances.backends.qemu.cmdline import LaunchOptions, build_argv
 from instances.backends.qemu.firmware import firmware_for
 from instances.backends.qemu.run_folder import RunFolder
 
@@ -45,6 +46,11 @@ def test_a_machine_is_q35_under_tcg_with_the_sizes_of_its_spec():
     assert values_of(argv, "-smp") == ["cpus=2,sockets=1,cores=2,threads=1"]
     assert values_of(argv, "-m") == ["512"]
     assert values_of(argv, "-name") == ["guest=web"]
+
+
+def test_a_paused_launch_waits_for_the_monitor_before_the_guest_runs():
+    assert "-S" not in argv_for(make_spec())
+    assert "-S" in argv_for(make_spec(), paused=True)
 
 
 def test_kvm_with_fallback_lists_both_accelerators_and_keeps_the_default_cpu():
@@ -118,7 +124,7 @@ def test_virtio_disks_sit_behind_root_ports_and_spare_ports_stay_for_hotplug():
         )
     )
     argv = argv_for(spec)
-    assert len(devices(argv, "pcie-root-port")) == 2 + HOTPLUG_PORTS
+    assert len(devices(argv, "pcie-root-port")) == 2 + HOTPLUG_DISKS
     assert devices(argv, "virtio-blk-pci") == [
         "virtio-blk-pci,id=disk-1,bus=rp0,drive=disk-1-blk,bootindex=1",
         "virtio-blk-pci,id=disk-2,bus=rp1,drive=disk-2-blk,serial=DATA2",

@@ -139,7 +139,10 @@ ALPHA = machine(
 BRAVO = machine(
     "bravo",
     disks=(DiskSpec("disk-b1", "root", "virtio", size_gb=1, boot_order=1),),
-    nics=(NicSpec("eth0", "52:54:00:77:00:12", "virtio", network="lan"),),
+    nics=(
+        NicSpec("eth0", "52:54:00:77:00:12", "virtio", network="lan"),
+        NicSpec("eth1", "52:54:00:77:01:12", "virtio", link_up=False),
+    ),
     seed=seed("bravo", "10.77.0.12/24", "52:54:00:77:00:12"),
 )
 UEFI = machine(
@@ -305,6 +308,15 @@ def test_link_down_takes_the_carrier_away_in_the_guest(backend, fleet):
     assert backend.status("alpha").links["eth0"] is True
 
 
+def test_a_link_taken_down_before_the_start_is_down_from_the_guests_first_moment(backend, fleet):
+    wait_for_prompt(backend, "bravo")
+    carrier = "ip link set eth1 up; sleep 0.5; cat /sys/class/net/eth1/carrier"
+    assert run_in(backend, "bravo", carrier).strip() == "0"
+    assert backend.status("bravo").links == {"eth0": True, "eth1": False}
+    monitor = backend._monitor(backend._run_folder("bravo"))
+    assert monitor.execute("query-status")["status"] == "running"  # let go once the link was down
+
+
 def test_a_snapshot_of_a_running_disk_is_taken_inside_an_fsfreeze(backend, fleet, monkeypatch):
     wait_for_prompt(backend, "alpha")
     seen_while_frozen = []
@@ -322,13 +334,12 @@ def test_a_snapshot_of_a_running_disk_is_taken_inside_an_fsfreeze(backend, fleet
     assert GuestAgent(backend.root / "alpha" / "qga.sock").freeze_status() == "thawed"
     run_in(backend, "alpha", "echo after > /data/mark")  # writable again
 
-    def no_agent(agent: GuestAgent) -> int:
-        raise BackendError("The guest agent did not answer within 5 s.", retryable=True)
-
-    monkeypatch.setattr(GuestAgent, "freeze", no_agent)  # a guest without qemu-ga
-    assert backend.snapshot_disk("alpha", "disk-1", "unfrozen") is False
-    snapshots = backend.qemu_img.snapshots(backend.root / "disks" / "disk-1.qcow2")
-    assert snapshots == ["before-upgrade", "unfrozen"]
+    # a retry of an attempt that took the snapshot, its answer lost, and left the guest frozen
+    agent = GuestAgent(backend.root / "alpha" / "qga.sock")
+    real_freeze(agent)
+    assert backend.snapshot_disk("alpha", "disk-1", "before-upgrade") is False
+    assert agent.freeze_status() == "thawed"
+    assert backend.qemu_img.snapshots(backend.root / "disks" / "disk-1.qcow2") == ["before-upgrade"]
 
 
 def test_a_virtio_disk_is_hot_plugged_grown_and_unplugged_while_running(backend, fleet):
@@ -387,6 +398,10 @@ def test_restart_of_a_guest_without_an_agent_resets_it_at_once(backend, fleet):
     while backend._agent_listening(run):
         assert time.monotonic() < deadline, "the guest agent never stopped"
         time.sleep(0.2)
+    asked = time.monotonic()
+    assert backend.snapshot_disk("alpha", "disk-1", "without-agent") is False  # unfrozen
+    assert time.monotonic() - asked < backend.agent_timeout
+    assert "without-agent" in backend.qemu_img.snapshots(backend.root / "disks" / "disk-1.qcow2")
     offset = backend.serial_log("alpha").stat().st_size
     asked = time.monotonic()
     backend.restart("alpha")  # a hard reset, without waiting out the agent's timeout

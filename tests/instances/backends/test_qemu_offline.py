@@ -1,5 +1,6 @@
 """Parts of the QEMU backend that need no QEMU: seed ISO, state files, agent protocol, names."""
 
+import contextlib
 import io
 import json
 import os
@@ -10,7 +11,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import pycdlib
@@ -18,6 +19,7 @@ import pytest
 
 from instances.backends.base import BackendError, CloudInitSeed, ExitKind, FirmwareSpec, Power
 from instances.backends.qemu import QemuBackend, process
+from instances.backends.qemu import agent as agent_module
 from instances.backends.qemu.agent import GuestAgent
 from instances.backends.qemu.firmware import firmware_for, prepare_vars
 from instances.backends.qemu.network import bridge_name, tap_name
@@ -147,23 +149,27 @@ def test_tap_and_bridge_names_fit_the_kernel_limit_and_are_stable():
     assert tap_name("i-1", "eth0") == tap_name("i-1", "eth0") != tap_name("i-1", "eth1")
 
 
-def fake_agent(path: Path, answer: Callable[[dict], bytes | None]) -> threading.Thread:
-    """A qemu-ga stand-in on a unix socket: one connection, replies chosen by answer()."""
+Reply = bytes | Iterable[bytes] | None
+
+
+def fake_agent(path: Path, answer: Callable[[dict], Reply]) -> threading.Thread:
+    """A qemu-ga stand-in on a unix socket: one connection, replies chosen by answer() (bytes,
+    or chunks sent one after another)."""
     server = socket.socket(socket.AF_UNIX)
     server.bind(str(path))
     server.listen(1)
 
     def serve() -> None:
         connection, _ = server.accept()
-        with connection, server:
+        with connection, server, contextlib.suppress(ConnectionError):  # the client gave up
             buffer = b""
             while chunk := connection.recv(4096):
                 buffer += chunk.replace(b"\xff", b"")
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)
                     reply = answer(json.loads(line))
-                    if reply is not None:
-                        connection.sendall(reply)
+                    for part in [reply] if isinstance(reply, bytes) else reply or ():
+                        connection.sendall(part)
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
@@ -210,6 +216,42 @@ def test_an_agent_that_does_not_answer_is_a_retryable_error(short_dir):
     with pytest.raises(BackendError, match="did not answer") as caught:
         GuestAgent(short_dir / "qga.sock", timeout=0.3).ping()
     assert caught.value.retryable
+
+
+def synced(then: Callable[[dict], Reply]) -> Callable[[dict], Reply]:
+    def answer(message: dict) -> Reply:
+        if message["execute"] == "guest-sync-delimited":
+            return b"\xff" + json.dumps({"return": message["arguments"]["id"]}).encode() + b"\n"
+        return then(message)
+
+    return answer
+
+
+def test_an_agent_that_never_ends_its_reply_is_cut_off_at_the_timeout(short_dir):
+    def babble(message: dict) -> Iterator[bytes]:
+        for _ in range(100):  # 5 s of bytes without a newline, a little at a time
+            yield b"x" * 100
+            time.sleep(0.05)
+
+    fake_agent(short_dir / "qga.sock", synced(babble))
+    asked = time.monotonic()
+    with pytest.raises(BackendError, match="did not answer guest-ping within 0.5 s"):
+        GuestAgent(short_dir / "qga.sock", timeout=0.5).ping()
+    assert time.monotonic() - asked < 2
+
+
+def test_an_agent_reply_beyond_the_size_limit_is_refused(short_dir, monkeypatch):
+    monkeypatch.setattr(agent_module, "MAX_REPLY", 100_000)
+    fake_agent(short_dir / "qga.sock", synced(lambda message: b"x" * 200_000))
+    with pytest.raises(BackendError, match="reply to guest-ping is too large"):
+        GuestAgent(short_dir / "qga.sock", timeout=2).ping()
+
+
+@pytest.mark.parametrize("reply", [b"[1, 2]\n", b"{oops\n", b'{"return": "many"}\n'])
+def test_an_agent_reply_of_the_wrong_shape_is_an_error_not_a_crash(short_dir, reply):
+    fake_agent(short_dir / "qga.sock", synced(lambda message: reply))
+    with pytest.raises(BackendError, match="unreadable reply"):
+        GuestAgent(short_dir / "qga.sock", timeout=2).freeze()
 
 
 def test_a_missing_agent_socket_is_a_retryable_error(short_dir):
