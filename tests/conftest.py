@@ -113,6 +113,23 @@ def celery_worker_process(django_db_setup, machines_root, tmp_path_factory):
 
 
 @pytest.fixture
+def host_queue_of():
+    """host_queue_of(instance) -> a queue of the real broker (tests.broker.BrokerQueue) that the
+    instance's host tasks go to and no worker reads; it is removed at the end."""
+    from tests.broker import own_host_queue
+
+    queues = []
+
+    def make(instance):  # type: ignore[no-untyped-def]
+        queues.append(own_host_queue(instance))
+        return queues[-1]
+
+    yield make
+    for queue in queues:
+        queue.forget()
+
+
+@pytest.fixture
 def subnet(project):
     from tests.factories import SubnetFactory
 

@@ -34,11 +34,12 @@ def close_old_connections(**kwargs: object) -> None:
     close_old_connections()
 
 
-def send_on_commit(task_name: str, *args: object, queue: str) -> None:
+def send_on_commit(task_name: str, *args: object, queue: str, countdown: float = 0) -> None:
     """Send a task by name once the surrounding transaction has committed (at once outside one),
     so the worker reads what the caller wrote. Nobody waits for its result."""
+    options = {"countdown": countdown} if countdown else {}
     transaction.on_commit(
-        lambda: app.send_task(task_name, args=args, queue=queue, ignore_result=True)
+        lambda: app.send_task(task_name, args=args, queue=queue, ignore_result=True, **options)
     )
 
 

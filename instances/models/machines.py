@@ -69,6 +69,9 @@ class Instance(models.Model):
     )
     last_exit = models.CharField(max_length=16, choices=LastExit.choices, default=LastExit.NONE)
     auto_restarts = models.PositiveIntegerField(default=0)
+    restarts_in_a_row = models.PositiveSmallIntegerField(
+        default=0, editable=False, help_text="Automatic restarts, each after a short run."
+    )
     hotplugged_disks = models.PositiveSmallIntegerField(
         default=0, editable=False, help_text="Disks plugged in since the last start."
     )

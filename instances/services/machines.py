@@ -36,7 +36,10 @@ from instances.specs import disk_spec, machine_spec
 log = logging.getLogger(__name__)
 
 SHUTDOWN_TIMEOUT = getattr(settings, "ZOPDAY_SHUTDOWN_TIMEOUT", 60)
-STUCK_AFTER_SECONDS = 300
+# a transitional state this old has lost its task (a worker died): never a shutdown still waiting
+STUCK_AFTER_SECONDS = max(300, SHUTDOWN_TIMEOUT + 60)
+STEADY_RUN_SECONDS = 600  # a guest that ran this long before it stopped is not crash-looping
+RESTART_DELAY_MAX = 120  # well inside STUCK_AFTER_SECONDS: a waiting restart is not stuck
 ACPI_REPEAT_SECONDS = 5
 
 
@@ -252,13 +255,21 @@ def machine_restart(instance_id: int, claimed_at: str | None = None) -> None:
 
 
 def machine_set_link(nic_id: int) -> None:
-    nic = NetworkInterface.objects.select_related("instance").filter(pk=nic_id).first()
-    if nic is None or nic.instance.power_state != PowerState.RUNNING:
-        return
-    up = nic.link_desired == LinkState.UP
-    backend_named(nic.instance.backend).set_link(nic.instance.machine_id, nic.name, up)
-    nic.carrier = CarrierState.UP if up else CarrierState.DOWN
-    nic.save(update_fields=["carrier"])
+    """Set the link as the NIC's row wants it, then look again: two quick toggles run as two
+    tasks, and the one that finishes last must leave the link as the row says."""
+    applied = None
+    for _ in range(5):
+        nic = NetworkInterface.objects.select_related("instance").filter(pk=nic_id).first()
+        if nic is None or nic.instance.power_state != PowerState.RUNNING:
+            return
+        up = nic.link_desired == LinkState.UP
+        if up == applied:
+            break
+        backend_named(nic.instance.backend).set_link(nic.instance.machine_id, nic.name, up)
+        applied = up
+        NetworkInterface.objects.filter(pk=nic_id).update(
+            carrier=CarrierState.UP if up else CarrierState.DOWN
+        )
 
 
 def disk_hotplug(disk_id: int) -> None:
@@ -411,7 +422,12 @@ def _reconcile(instance: Instance, stuck_before: datetime) -> None:
         )
     elif state in POWER_TRANSITIONAL and instance.state_changed_at < stuck_before:
         settled = PowerState.RUNNING if running else PowerState.STOPPED
-        _settle(instance.pk, state, settled, since=instance.state_changed_at)
+        message = (
+            f"{instance.get_power_state_display()} did not finish within "
+            f"{STUCK_AFTER_SECONDS // 60} minutes (its worker may have stopped); the instance "
+            f"is {settled.label.lower()} on its host."
+        )
+        _settle(instance.pk, state, settled, message, since=instance.state_changed_at)
     elif state == PowerState.RUNNING and status.links:
         for nic in instance.nics.all():
             carrier = CarrierState.UP if status.links.get(nic.name) else CarrierState.DOWN
@@ -419,16 +435,34 @@ def _reconcile(instance: Instance, stuck_before: datetime) -> None:
                 NetworkInterface.objects.filter(pk=nic.pk).update(carrier=carrier)
 
 
+def restart_delay(in_a_row: int) -> int:
+    """Seconds before an automatic restart: at once the first time, then backing off (10 s,
+    20 s, 40 s ... up to 2 minutes) while the guest keeps stopping soon after each start."""
+    if in_a_row <= 1:
+        return 0
+    return int(min(RESTART_DELAY_MAX, 10 * 2 ** (in_a_row - 2)))
+
+
 def _stopped_by_itself(instance: Instance, exit_kind: ExitKind) -> None:
     last_exit = LastExit(exit_kind.value) if exit_kind != ExitKind.NONE else LastExit.CRASHED
     restart = restart_wanted(instance.run_strategy, exit_kind)
+    message = f"{last_exit.label}; run strategy {instance.run_strategy}."
+    in_a_row, delay = 0, 0
+    if restart:  # running since state_changed_at: a short run continues a series of restarts
+        short = timezone.now() - instance.state_changed_at < timedelta(seconds=STEADY_RUN_SECONDS)
+        in_a_row = instance.restarts_in_a_row + 1 if short else 1
+        delay = restart_delay(in_a_row)
+        if delay:
+            message += f" Restarting in {delay} s: restart {in_a_row} in a row."
     with transaction.atomic():
         if not _settle(
             instance.pk,
             PowerState.RUNNING,
             PowerState.STARTING if restart else PowerState.STOPPED,
+            message if delay else "",
             last_exit=last_exit,
             auto_restarts=F("auto_restarts") + (1 if restart else 0),
+            restarts_in_a_row=in_a_row,
         ):
             return
         audit_record(
@@ -437,7 +471,7 @@ def _stopped_by_itself(instance: Instance, exit_kind: ExitKind) -> None:
             project=instance.project,
             target=instance,
             outcome=Outcome.FAILURE if exit_kind == ExitKind.CRASHED else Outcome.SUCCESS,
-            message=f"{last_exit.label}; run strategy {instance.run_strategy}.",
+            message=message,
         )
         if restart:
-            enqueue_host_task(instance, "instances.machine_start", instance.pk)
+            enqueue_host_task(instance, "instances.machine_start", instance.pk, countdown=delay)

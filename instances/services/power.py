@@ -47,7 +47,10 @@ def _request(instance: Instance, actor: AbstractBaseUser | None, action: str) ->
     now = timezone.now()
     with transaction.atomic():
         claimed = Instance.objects.filter(pk=instance.pk, power_state__in=sources).update(
-            power_state=transitional, power_message="", state_changed_at=now
+            power_state=transitional,
+            power_message="",
+            state_changed_at=now,
+            restarts_in_a_row=0,  # the user took over: a crash after this starts a new series
         )
         if not claimed:
             instance.refresh_from_db(fields=["power_state"])

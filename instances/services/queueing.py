@@ -12,8 +12,11 @@ def host_queue(instance: Instance) -> str:
     return f"host.{instance.host}"
 
 
-def enqueue_host_task(instance: Instance, task_name: str, *args: object) -> None:
-    """Send the task once the surrounding transaction has committed."""
+def enqueue_host_task(
+    instance: Instance, task_name: str, *args: object, countdown: float = 0
+) -> None:
+    """Send the task once the surrounding transaction has committed (to run `countdown`
+    seconds later, if given)."""
     from zopday.celery import send_on_commit
 
-    send_on_commit(task_name, *args, queue=host_queue(instance))
+    send_on_commit(task_name, *args, queue=host_queue(instance), countdown=countdown)

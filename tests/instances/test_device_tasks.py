@@ -6,8 +6,8 @@ import pytest
 
 from instances import tasks
 from instances.backends.base import BackendError
-from instances.choices import Outcome, PowerState
-from instances.models import AuditEvent, DiskSnapshot
+from instances.choices import CarrierState, LinkState, Outcome, PowerState
+from instances.models import AuditEvent, DiskSnapshot, NetworkInterface
 from instances.services import machines
 
 
@@ -82,3 +82,32 @@ def test_a_hotplug_that_fails_says_so_on_the_instance(snapshot_with):
     assert (
         event.message == "Plugging in web-1-root failed: No free PCIe root port for another disk."
     )
+
+
+class LinkBackend:
+    """Sets links; `meanwhile` runs during the first, as the user's next click would."""
+
+    name = "links"
+
+    def __init__(self, meanwhile) -> None:  # type: ignore[no-untyped-def]
+        self.meanwhile = meanwhile
+        self.applied: list[bool] = []
+
+    def set_link(self, machine_id: str, nic_name: str, up: bool) -> None:
+        if not self.applied:
+            self.meanwhile()
+        self.applied.append(up)
+
+
+@pytest.mark.django_db
+def test_a_link_toggled_again_during_its_task_ends_as_the_last_click_asked(on_backend):
+    def toggled_back_up() -> None:
+        NetworkInterface.objects.filter(pk=nic.pk).update(link_desired=LinkState.UP)
+
+    backend = LinkBackend(toggled_back_up)
+    instance = on_backend(backend, power_state=PowerState.RUNNING)
+    nic = instance.nics.get()
+    NetworkInterface.objects.filter(pk=nic.pk).update(link_desired=LinkState.DOWN)
+    machines.machine_set_link(nic.pk)
+    assert backend.applied == [False, True]
+    assert NetworkInterface.objects.get(pk=nic.pk).carrier == CarrierState.UP

@@ -1,8 +1,12 @@
 """machine_start, the worker's side of Start, when a Force Shutdown is asked for meanwhile."""
 
-import pytest
+from datetime import timedelta
 
-from instances.backends.base import MachineStatus, Power
+import pytest
+from django.utils import timezone
+
+from instances import backends
+from instances.backends.base import ExitKind, MachineStatus, Power
 from instances.choices import PowerState, RunStrategy
 from instances.models import AuditEvent, Instance
 from instances.services import machines
@@ -33,6 +37,15 @@ class LaunchingBackend:
     def force_stop(self, machine_id: str) -> None:
         self.force_stops += 1
         self.running = False
+
+
+@pytest.fixture
+def launching_is_local(monkeypatch):
+    """The stand-in counts as a hypervisor on this host: the reconciler looks at its machines
+    and host tasks go to the instance's host queue."""
+    local = frozenset({"launching"})
+    monkeypatch.setattr(machines, "LOCAL_BACKENDS", local)
+    monkeypatch.setattr(backends, "LOCAL_BACKENDS", local)
 
 
 @pytest.fixture
@@ -69,9 +82,8 @@ def test_a_force_shutdown_that_finished_during_the_launch_still_wins(starting):
     [(RunStrategy.MANUAL, PowerState.RUNNING, 0), (RunStrategy.HALTED, PowerState.STOPPED, 1)],
 )
 def test_the_reconciler_adopts_a_running_machine_unless_it_is_halted(
-    starting, monkeypatch, strategy, state, force_stops
+    starting, launching_is_local, strategy, state, force_stops
 ):
-    monkeypatch.setattr(machines, "LOCAL_BACKENDS", ("launching",))
     backend, instance = starting(lambda: None)
     backend.running = True  # found running, after a worker restart
     Instance.objects.filter(pk=instance.pk).update(
@@ -85,9 +97,8 @@ def test_the_reconciler_adopts_a_running_machine_unless_it_is_halted(
 
 
 def test_the_reconciler_stops_no_machine_whose_strategy_changed_during_its_pass(
-    starting, monkeypatch
+    starting, launching_is_local, monkeypatch
 ):
-    monkeypatch.setattr(machines, "LOCAL_BACKENDS", ("launching",))
     backend, instance = starting(lambda: None)
     backend.running = True
     Instance.objects.filter(pk=instance.pk).update(
@@ -103,8 +114,9 @@ def test_the_reconciler_stops_no_machine_whose_strategy_changed_during_its_pass(
     assert backend.force_stops == 0 and backend.running
 
 
-def test_one_machines_surprise_leaves_the_others_reconciled(starting, monkeypatch, caplog):
-    monkeypatch.setattr(machines, "LOCAL_BACKENDS", ("launching",))
+def test_one_machines_surprise_leaves_the_others_reconciled(
+    starting, launching_is_local, monkeypatch, caplog
+):
     backend, instance = starting(lambda: None)
     backend.running = True
     Instance.objects.filter(pk=instance.pk).update(power_state=PowerState.STOPPED)
@@ -121,3 +133,77 @@ def test_one_machines_surprise_leaves_the_others_reconciled(starting, monkeypatc
     machines.reconcile_host(instance.host)
     assert Instance.objects.get(pk=instance.pk).power_state == PowerState.RUNNING
     assert f"reconciling {broken.machine_id}" in caplog.text
+
+
+def test_a_start_whose_worker_died_is_settled_from_the_host_with_a_message(
+    starting, launching_is_local
+):
+    backend, instance = starting(lambda: None)
+    backend.running = True  # QEMU came up; the worker died before it recorded Running
+    long_ago = timezone.now() - timedelta(seconds=machines.STUCK_AFTER_SECONDS + 1)
+    Instance.objects.filter(pk=instance.pk).update(state_changed_at=long_ago)
+    machines.reconcile_host(instance.host)
+    instance.refresh_from_db()
+    assert (instance.power_state, instance.power_message) == (
+        PowerState.RUNNING,
+        "Starting did not finish within 5 minutes (its worker may have stopped); the instance "
+        "is running on its host.",
+    )
+
+
+class CrashedBackend(LaunchingBackend):
+    def status(self, machine_id: str) -> MachineStatus:
+        return MachineStatus(Power.STOPPED, exit=ExitKind.CRASHED)
+
+
+@pytest.mark.parametrize(("in_a_row", "delay"), [(0, 0), (1, 10), (2, 20), (6, 120)])
+def test_a_guest_that_keeps_crashing_is_restarted_later_each_time(
+    on_backend,
+    launching_is_local,
+    host_queue_of,
+    django_capture_on_commit_callbacks,
+    in_a_row,
+    delay,
+):
+    instance = on_backend(
+        CrashedBackend(lambda: None),
+        power_state=PowerState.RUNNING,
+        run_strategy=RunStrategy.ALWAYS,
+        restarts_in_a_row=in_a_row,
+    )
+    queue = host_queue_of(instance)
+    with django_capture_on_commit_callbacks(execute=True):
+        machines.reconcile_host(instance.host)
+    instance.refresh_from_db()
+    assert (instance.power_state, instance.restarts_in_a_row) == (
+        PowerState.STARTING,
+        in_a_row + 1,
+    )
+    [sent] = queue.sent()
+    assert (sent.task, sent.args) == ("instances.machine_start", (instance.pk,))
+    if delay:
+        assert instance.power_message == (
+            f"Crashed; run strategy Always. Restarting in {delay} s: restart {in_a_row + 1} in "
+            "a row."
+        )
+        assert sent.eta is not None
+        assert delay - 2 < (sent.eta - timezone.now()).total_seconds() <= delay
+    else:
+        assert instance.power_message == "" and sent.eta is None
+
+
+def test_a_guest_that_ran_a_while_before_it_crashed_is_restarted_at_once(
+    on_backend, launching_is_local, host_queue_of, django_capture_on_commit_callbacks
+):
+    instance = on_backend(
+        CrashedBackend(lambda: None),
+        power_state=PowerState.RUNNING,
+        run_strategy=RunStrategy.ALWAYS,
+        restarts_in_a_row=5,
+        state_changed_at=timezone.now() - timedelta(seconds=machines.STEADY_RUN_SECONDS + 1),
+    )
+    queue = host_queue_of(instance)
+    with django_capture_on_commit_callbacks(execute=True):
+        machines.reconcile_host(instance.host)
+    assert Instance.objects.get(pk=instance.pk).restarts_in_a_row == 1
+    assert [sent.eta for sent in queue.sent()] == [None]

@@ -8,8 +8,8 @@ from instances.errors import ActionRefused
 from instances.models import AuditEvent, Instance
 from instances.services import power
 from instances.services.instances import instance_create, instance_delete, instance_set_run_strategy
+from tests.broker import BrokerQueue
 from tests.factories import instance_request
-from zopday.celery import app
 
 pytestmark = pytest.mark.django_db
 
@@ -24,26 +24,18 @@ def set_state(instance, state):
     instance.save(update_fields=["power_state"])
 
 
-def test_an_operator_starts_a_stopped_instance_once(
-    instance, operator, django_capture_on_commit_callbacks
+def test_an_operator_starts_a_stopped_instance_once_on_its_host(
+    instance, operator, host_queue_of, django_capture_on_commit_callbacks
 ):
-    with django_capture_on_commit_callbacks() as callbacks:
-        power.instance_start(instance=instance, actor=operator)
-    instance.refresh_from_db()
-    assert instance.power_state == PowerState.STARTING and len(callbacks) == 1
-    with pytest.raises(ActionRefused, match="The instance is starting."):
-        power.instance_start(instance=instance, actor=operator)
-
-
-def test_the_task_carries_the_time_of_its_claim(
-    instance, operator, monkeypatch, django_capture_on_commit_callbacks
-):
-    sent = []
-    monkeypatch.setattr(app, "send_task", lambda name, args, **options: sent.append((name, args)))
+    queue = host_queue_of(instance)
     with django_capture_on_commit_callbacks(execute=True):
         power.instance_start(instance=instance, actor=operator)
-    instance.refresh_from_db()  # the claim as the database holds it: the task finds it so
-    assert sent == [
+        with pytest.raises(ActionRefused, match="The instance is starting."):
+            power.instance_start(instance=instance, actor=operator)
+    instance.refresh_from_db()
+    assert instance.power_state == PowerState.STARTING
+    # one task, on the host's queue, with the claim's time as the database holds it
+    assert [(sent.task, sent.args) for sent in queue.sent()] == [
         ("instances.machine_start", (instance.pk, instance.state_changed_at.isoformat()))
     ]
 
@@ -152,14 +144,15 @@ def test_deleting_frees_addresses_and_keeps_secondary_disks(project, owner, oper
 
 
 def test_deleting_removes_the_machine_and_its_root_disk_file_on_its_host(
-    instance, owner, monkeypatch, django_capture_on_commit_callbacks
+    instance, owner, host_queue_of, django_capture_on_commit_callbacks
 ):
-    sent = []
-    monkeypatch.setattr(app, "send_task", lambda name, args, **options: sent.append((name, args)))
+    queue = host_queue_of(instance)
     machine_id, root = instance.machine_id, instance.disks.get().device_name
     with django_capture_on_commit_callbacks(execute=True):
         instance_delete(instance=instance, actor=owner)
-    assert sent == [("instances.machine_undefine", ("qemu", machine_id, [root]))]
+    assert [(sent.task, sent.args) for sent in queue.sent()] == [
+        ("instances.machine_undefine", ("qemu", machine_id, [root]))
+    ]
 
 
 def test_power_buttons_of_backends_the_console_lacks_say_they_are_not_available_yet(
@@ -184,8 +177,13 @@ def test_aws_instances_power_on_through_the_shared_queue_not_a_host_queue(
     instance.refresh_from_db()
     assert host_queue(instance) == settings.ZOPDAY_CLOUD_QUEUE == "celery"
     assert instance_allowed_actions(instance, Role.OPERATOR)["start"]
-    with django_capture_on_commit_callbacks() as callbacks:
-        power.instance_start(instance=instance, actor=operator)
-    assert len(callbacks) == 1
+    settings.ZOPDAY_CLOUD_QUEUE = "test-cloud"  # a queue no worker of this test run reads
+    queue = BrokerQueue("test-cloud")
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            power.instance_start(instance=instance, actor=operator)
+        assert [sent.task for sent in queue.sent()] == ["instances.machine_start"]
+    finally:
+        queue.forget()
     instance.refresh_from_db()
     assert instance.power_state == PowerState.STARTING
