@@ -49,6 +49,7 @@ MODULES=(
     isofs ext4 crc32c_generic
     evdev button
     tpm_crb tpm_tis
+    pvpanic_mmio
 )
 
 say() { printf '[build_demo_image] %s\n' "$*"; }

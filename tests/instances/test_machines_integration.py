@@ -14,7 +14,7 @@ from django.conf import settings
 
 from instances.backends import backend_named
 from instances.choices import CarrierState, LastExit, PowerState, RunStrategy
-from instances.models import Instance
+from instances.models import AuditEvent, Instance
 from instances.services import network, power
 from instances.tasks import reconcile_host
 from tests import factories
@@ -162,8 +162,9 @@ def test_two_instances_on_one_subnet_ping_each_other(backend, project, operator,
 def test_run_strategies_decide_what_happens_after_a_crash_or_a_guest_poweroff(
     backend, project, operator, demo_image, lan
 ):
-    """kill -9 of QEMU is restarted under Always and RerunOnFailure, not under Once or Manual;
-    a clean power-off from inside the guest is restarted only under Always."""
+    """kill -9 of QEMU, or a kernel panic in the guest, is restarted under Always and
+    RerunOnFailure, not under Once or Manual; a clean power-off from inside the guest is
+    restarted only under Always."""
     cases = {
         "always-crash": (RunStrategy.ALWAYS, "kill", True),
         "rerun-crash": (RunStrategy.RERUN_ON_FAILURE, "kill", True),
@@ -171,6 +172,7 @@ def test_run_strategies_decide_what_happens_after_a_crash_or_a_guest_poweroff(
         "manual-crash": (RunStrategy.MANUAL, "kill", False),
         "always-off": (RunStrategy.ALWAYS, "poweroff", True),
         "rerun-off": (RunStrategy.RERUN_ON_FAILURE, "poweroff", False),
+        "rerun-panic": (RunStrategy.RERUN_ON_FAILURE, "panic", True),
     }
     vms = {}
     for n, (name, (strategy, _, _)) in enumerate(cases.items()):
@@ -187,8 +189,9 @@ def test_run_strategies_decide_what_happens_after_a_crash_or_a_guest_poweroff(
         if how == "kill":
             os.kill(backend.status(vm.machine_id).pid, signal.SIGKILL)
         else:
+            command = "poweroff" if how == "poweroff" else "echo c > /proc/sysrq-trigger"
             backend.guest_exec(
-                vm.machine_id, ["sh", "-c", "(sleep 0.5; poweroff) >/dev/null 2>&1 &"]
+                vm.machine_id, ["sh", "-c", f"(sleep 0.5; {command}) >/dev/null 2>&1 &"]
             )
     wait_for(
         lambda: not any(backend.status(vm.machine_id).power == "running" for vm in vms.values()),
@@ -204,6 +207,9 @@ def test_run_strategies_decide_what_happens_after_a_crash_or_a_guest_poweroff(
         if restarted:
             wait_for_state(vm, PowerState.RUNNING)
             assert vm.auto_restarts == 1, name
+            event = AuditEvent.objects.get(action="instance.auto_restart", target_id=str(vm.pk))
+            seen = LastExit.GUEST_POWEROFF if how == "poweroff" else LastExit.CRASHED
+            assert event.message == f"{seen.label}; run strategy {vm.run_strategy}.", name
         else:
             assert vm.power_state == PowerState.STOPPED, name
             assert vm.last_exit == (

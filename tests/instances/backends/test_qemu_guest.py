@@ -490,6 +490,19 @@ def test_kill_9_of_the_qemu_process_reads_crashed(backend):
     assert (status.power, status.exit) == (Power.STOPPED, ExitKind.CRASHED)
 
 
+def test_a_guest_kernel_panic_reads_crashed(backend):
+    if backend.status("stray").power is not Power.RUNNING:
+        backend.start(STRAY)
+    deadline = time.monotonic() + BOOT_TIMEOUT
+    while not backend._agent_listening(backend._run_folder("stray")):  # up, without a seed
+        assert time.monotonic() < deadline, "stray never started its guest agent"
+        time.sleep(0.2)
+    run_in(backend, "stray", "(sleep 0.5; echo c > /proc/sysrq-trigger) >/dev/null 2>&1 &")
+    status = wait_until_stopped(backend, "stray")  # pvpanic told QEMU, which paused the guest
+    assert (status.power, status.exit) == (Power.STOPPED, ExitKind.CRASHED)
+    assert "sysrq triggered crash" in backend.serial_log("stray").read_text(errors="replace")
+
+
 def test_force_stop_ends_qemu_at_once_and_reads_requested(backend):
     backend.start(STRAY)
     pid = backend.status("stray").pid
