@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.utils import timezone
 
 from instances.backends import backend_named
 from instances.choices import CarrierState, LastExit, PowerState, RunStrategy
 from instances.models import AuditEvent, Instance
-from instances.services import network, power
+from instances.services import machines, network, power
 from instances.tasks import reconcile_host
 from tests import factories
 from tests.factories import SubnetFactory
@@ -124,6 +125,43 @@ def test_restart_reboots_the_guest_and_force_shutdown_kills_it(
         not os.path.exists(f"/proc/{pid}/cmdline") or not Path(f"/proc/{pid}/cmdline").read_bytes()
     )
     assert vm.last_exit == LastExit.REQUESTED
+
+
+def test_a_guest_that_ignores_acpi_keeps_running_unless_halted_cuts_its_power(
+    backend, project, operator, demo_image, lan, monkeypatch
+):
+    vm = make(project, operator, demo_image, lan, "deaf-vm", "10.88.0.13")
+    power.instance_start(instance=vm, actor=operator)
+    wait_for_state(vm, PowerState.RUNNING)
+    wait_for_prompt(backend, vm)
+    run_in(backend, vm, "killall acpid")  # the power button now does nothing
+    monkeypatch.setattr(machines, "SHUTDOWN_TIMEOUT", 3)
+    monkeypatch.setattr(machines, "ACPI_REPEAT_SECONDS", 1)
+
+    def shut_down() -> None:
+        """What the worker does for a Shutdown, here with a timeout of 3 s."""
+        claimed_at = timezone.now()
+        Instance.objects.filter(pk=vm.pk).update(
+            power_state=PowerState.STOPPING, state_changed_at=claimed_at
+        )
+        machines.machine_shutdown(vm.pk, claimed_at.isoformat())
+        vm.refresh_from_db()
+
+    shut_down()
+    assert (vm.power_state, vm.power_message) == (
+        PowerState.RUNNING,
+        "The guest did not power off within 3 s of the ACPI signal. Use Force Shutdown if it "
+        "is unresponsive.",
+    )
+    assert backend.status(vm.machine_id).power == "running"
+    Instance.objects.filter(pk=vm.pk).update(run_strategy=RunStrategy.HALTED)
+    shut_down()
+    assert (vm.power_state, vm.power_message) == (
+        PowerState.STOPPED,
+        "The guest did not power off within 3 s of the ACPI signal; the Halted run strategy "
+        "cut its power.",
+    )
+    assert backend.status(vm.machine_id).power != "running"
 
 
 def test_link_down_changes_the_carrier_the_guest_reports(
