@@ -63,16 +63,18 @@ def test_a_running_instance_is_not_deleted_in_the_admin(admin_client, instance):
 
 
 def test_the_admin_deletes_a_stopped_instance_as_its_delete_button_does(
-    admin_client, instance, django_capture_on_commit_callbacks
+    admin_client, instance, host_queue_of, django_capture_on_commit_callbacks
 ):
     url = reverse("admin:instances_instance_delete", args=[instance.pk])
     assert admin_client.get(url).status_code == 200
-    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+    queue = host_queue_of(instance)
+    with django_capture_on_commit_callbacks(execute=True):
         assert admin_client.post(url, {"post": "yes"}).status_code == 302
 
     assert not Instance.objects.filter(pk=instance.pk).exists()
     # the machine's files go on its host; the root disk and addresses go; data disks stay
-    assert len(callbacks) == 1
+    [sent] = queue.sent()
+    assert (sent.task, sent.args[1]) == ("instances.machine_undefine", instance.machine_id)
     assert list(Disk.objects.values_list("name", "instance")) == [("web-1-disk1", None)]
     assert not IPLease.objects.exists()
     assert AuditEvent.objects.filter(action="instance.delete", actor_name="admin").exists()

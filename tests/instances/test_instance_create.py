@@ -7,6 +7,7 @@ from instances.choices import DiskRole, ImageKind, IpMode, PowerState, RunStrate
 from instances.errors import ActionRefused
 from instances.models import Disk, Instance, IPLease, NetworkInterface
 from instances.services.instances import DiskRequest, NicRequest, instance_create
+from tests.broker import BrokerQueue
 from tests.factories import ImageFactory, SubnetFactory, instance_request
 
 pytestmark = pytest.mark.django_db
@@ -288,16 +289,21 @@ def test_secondary_disks_and_a_cdrom_are_created_with_the_instance(project, oper
 
 
 def test_starting_strategies_start_the_instance_on_create(
-    project, operator, subnet, django_capture_on_commit_callbacks
+    project, operator, subnet, settings, django_capture_on_commit_callbacks
 ):
-    with django_capture_on_commit_callbacks() as callbacks:
-        instance = instance_create(
-            project=project,
-            actor=operator,
-            request=instance_request(subnet, run_strategy=RunStrategy.ALWAYS),
-        )
-    assert instance.power_state == PowerState.STARTING
-    assert len(callbacks) == 1
+    settings.ZOPDAY_HOST = "test-create"  # new instances are placed here, where no worker reads
+    queue = BrokerQueue("host.test-create")
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            instance = instance_create(
+                project=project,
+                actor=operator,
+                request=instance_request(subnet, run_strategy=RunStrategy.ALWAYS),
+            )
+        assert instance.power_state == PowerState.STARTING
+        assert [sent.task for sent in queue.sent()] == ["instances.machine_start"]
+    finally:
+        queue.forget()
 
 
 def test_nic_rows_exist_only_for_valid_requests(project, operator, subnet):

@@ -170,13 +170,15 @@ def test_a_page_size_out_of_range_is_a_schema_error(api_for, operator):
 
 
 def test_an_admin_deletes_a_stopped_instance(
-    api_for, owner, instance, django_capture_on_commit_callbacks
+    api_for, owner, instance, host_queue_of, django_capture_on_commit_callbacks
 ):
-    with django_capture_on_commit_callbacks() as callbacks:
+    queue = host_queue_of(instance)
+    with django_capture_on_commit_callbacks(execute=True):
         response = api_for("owner").delete(f"/projects/alpha/instances/{instance.pk}")
     assert response.status_code == 204
     assert not Instance.objects.filter(pk=instance.pk).exists()
-    assert len(callbacks) == 1  # the machine's files go on its host, after the commit
+    # the machine's files go on its host, after the commit
+    assert [sent.task for sent in queue.sent()] == ["instances.machine_undefine"]
 
 
 def test_an_operator_cannot_delete_an_instance(api_for, operator, instance):

@@ -1,5 +1,5 @@
 """Power actions and the run strategy: the API only claims the transition; the task is queued on
-commit (captured here, never run)."""
+commit (read back here from the instance's host queue, never run)."""
 
 import pytest
 
@@ -13,12 +13,15 @@ def set_state(instance, state):
     Instance.objects.filter(pk=instance.pk).update(power_state=state)
 
 
-def test_an_operator_can_power_on(api_for, operator, instance, django_capture_on_commit_callbacks):
-    with django_capture_on_commit_callbacks() as callbacks:
+def test_an_operator_can_power_on(
+    api_for, operator, instance, host_queue_of, django_capture_on_commit_callbacks
+):
+    queue = host_queue_of(instance)
+    with django_capture_on_commit_callbacks(execute=True):
         response = api_for("operator").post(f"/projects/alpha/instances/{instance.pk}/start")
     assert response.status_code == 202
     assert response.json()["power_state"] == "starting"
-    assert len(callbacks) == 1
+    assert [sent.task for sent in queue.sent()] == ["instances.machine_start"]
     instance.refresh_from_db()
     assert instance.power_state == PowerState.STARTING
 
@@ -53,17 +56,23 @@ def test_starting_twice_is_a_conflict_that_says_why(api_for, operator, instance)
 
 
 @pytest.mark.parametrize(
-    ("action", "claimed"),
-    [("shutdown", "stopping"), ("force-stop", "stopping"), ("restart", "restarting")],
+    ("action", "claimed", "task"),
+    [
+        ("shutdown", "stopping", "instances.machine_shutdown"),
+        ("force-stop", "stopping", "instances.machine_force_stop"),
+        ("restart", "restarting", "instances.machine_restart"),
+    ],
 )
 def test_a_running_instance_can_be_stopped_and_restarted(
-    api_for, operator, instance, action, claimed, django_capture_on_commit_callbacks
-):
+    api_for, operator, instance, action, claimed, task, host_queue_of,
+    django_capture_on_commit_callbacks,
+):  # fmt: skip
     set_state(instance, PowerState.RUNNING)
-    with django_capture_on_commit_callbacks() as callbacks:
+    queue = host_queue_of(instance)
+    with django_capture_on_commit_callbacks(execute=True):
         response = api_for("operator").post(f"/projects/alpha/instances/{instance.pk}/{action}")
     assert (response.status_code, response.json()["power_state"]) == (202, claimed)
-    assert len(callbacks) == 1
+    assert [sent.task for sent in queue.sent()] == [task]
 
 
 def test_a_stopped_instance_cannot_be_shut_down(api_for, operator, instance):
@@ -73,9 +82,10 @@ def test_a_stopped_instance_cannot_be_shut_down(api_for, operator, instance):
 
 
 def test_patch_sets_the_run_strategy_and_applies_it(
-    api_for, operator, instance, django_capture_on_commit_callbacks
+    api_for, operator, instance, host_queue_of, django_capture_on_commit_callbacks
 ):
-    with django_capture_on_commit_callbacks() as callbacks:
+    queue = host_queue_of(instance)
+    with django_capture_on_commit_callbacks(execute=True):
         response = api_for("operator").patch(
             f"/projects/alpha/instances/{instance.pk}", {"run_strategy": "Always"}
         )
@@ -84,7 +94,7 @@ def test_patch_sets_the_run_strategy_and_applies_it(
         "Always",
         "starting",
     )
-    assert len(callbacks) == 1
+    assert [sent.task for sent in queue.sent()] == ["instances.machine_start"]
 
 
 def test_post_sets_the_run_strategy_too(api_for, operator, instance):
