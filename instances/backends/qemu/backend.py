@@ -254,10 +254,13 @@ class QemuBackend:
         with run.lock():
             self._require_running(run)
             run.clear_stop_requested()
-            if self._agent_listening(run):
-                with contextlib.suppress(BackendError):  # it did not answer, or refused: reset
-                    self._agent(run).reboot()
-                    return
+            has_agent = self._agent_listening(run)
+        if has_agent:  # unlocked: an agent slow to answer keeps no Force Shutdown waiting
+            with contextlib.suppress(BackendError):  # it did not answer, or refused: reset
+                self._agent(run).reboot()
+                return
+        with run.lock():
+            self._require_running(run)  # not if a Force Shutdown ended it meanwhile
             runtime = run.read_runtime()
             runtime.resets += 1
             run.write_runtime(runtime)
