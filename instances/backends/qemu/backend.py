@@ -598,12 +598,19 @@ class QemuBackend:
         return taps
 
     def _boots(self, run: RunFolder, runtime: Runtime) -> int:
+        """Counted from the kernel banners in serial.log since the run began; each read scans
+        only the whole lines written since the last (two readers at once just both count)."""
+        offset, banners = run.read_boot_scan(runtime.serial_offset)
         try:
             with open(run.serial_log, "rb") as log:
-                log.seek(runtime.serial_offset)
-                banners = len(KERNEL_BANNER.findall(log.read()))
+                log.seek(offset)
+                text = log.read()
         except OSError:
-            banners = 0
+            text = b""
+        scanned = text.rfind(b"\n") + 1  # a banner is a line of its own: no half one is counted
+        if scanned:
+            banners += len(KERNEL_BANNER.findall(text, 0, scanned))
+            run.write_boot_scan(runtime.serial_offset, offset + scanned, banners)
         return max(banners - 1, runtime.resets, 0)
 
     def _create_disk(self, run: RunFolder, disk: DiskSpec) -> None:

@@ -115,6 +115,10 @@ class RunFolder:
         return self.path / "exit"
 
     @property
+    def _boot_scan_file(self) -> Path:
+        return self.path / "boot-scan.json"
+
+    @property
     def _runtime_file(self) -> Path:
         return self.path / "runtime.json"
 
@@ -186,6 +190,21 @@ class RunFolder:
             serial_offset=int(data.get("serial_offset", 0)),
             resets=int(data.get("resets", 0)),
         )
+
+    def read_boot_scan(self, run_start: int) -> tuple[int, int]:
+        """How far serial.log has been scanned for kernel banners in the run that started at
+        byte run_start, and how many were found: (offset, banners)."""
+        try:
+            data = json.loads(self._boot_scan_file.read_text())
+            if int(data["run_start"]) == run_start:
+                return int(data["offset"]), int(data["banners"])
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        return run_start, 0
+
+    def write_boot_scan(self, run_start: int, offset: int, banners: int) -> None:
+        data = {"run_start": run_start, "offset": offset, "banners": banners}
+        _write_atomic(self._boot_scan_file, json.dumps(data))
 
     def write_runtime(self, runtime: "Runtime") -> None:
         data = {

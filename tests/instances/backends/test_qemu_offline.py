@@ -376,6 +376,14 @@ def test_a_running_guest_reads_running_with_its_pid_links_and_boots(fake_qemu):
     assert status.links == {"eth0": True, "eth1": False}
     assert status.boots == 1  # two kernel banners: one reset; the `cat` output does not count
     assert backend.running_machines() == ["i-1"]
+    # later reads scan only what was written since, and count a banner once its line is whole
+    with backend.serial_log("i-1").open("a") as log:
+        log.write(banner[:20])
+    assert backend.status("i-1").boots == 1
+    with backend.serial_log("i-1").open("a") as log:
+        log.write(banner[20:] + "root@i-1:/# ")
+    assert backend.status("i-1").boots == 2
+    assert backend.status("i-1").boots == 2
 
 
 def test_a_guest_that_powered_itself_off_reads_guest_poweroff_and_its_qemu_is_ended(fake_qemu):
