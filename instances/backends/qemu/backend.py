@@ -165,6 +165,7 @@ class QemuBackend:
                 argv = build_argv(spec, run, options)
                 if taps:
                     argv = self.networks.exec_prefix() + argv
+                run.rotate_serial_log()
                 serial_offset = run.serial_log.stat().st_size if run.serial_log.exists() else 0
                 run.qemu_pidfile.unlink(missing_ok=True)
                 process.run_daemon(argv, run.qemu_log, what="QEMU")

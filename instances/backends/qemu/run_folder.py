@@ -16,6 +16,8 @@ from pathlib import Path
 
 from instances.backends.base import ExitKind
 
+SERIAL_LOG_LIMIT = 16 * 1024 * 1024  # past this, a start begins a new serial.log
+
 
 def disk_store(root: Path) -> Path:
     return root / "disks"
@@ -190,6 +192,13 @@ class RunFolder:
             serial_offset=int(data.get("serial_offset", 0)),
             resets=int(data.get("resets", 0)),
         )
+
+    def rotate_serial_log(self, limit: int = SERIAL_LOG_LIMIT) -> None:
+        """Before a start: a log past limit becomes serial.log.1 (replacing the one before), so
+        a guest's console output over weeks of runs takes bounded room."""
+        with contextlib.suppress(FileNotFoundError):
+            if self.serial_log.stat().st_size > limit:
+                os.replace(self.serial_log, self.serial_log.with_name("serial.log.1"))
 
     def read_boot_scan(self, run_start: int) -> tuple[int, int]:
         """How far serial.log has been scanned for kernel banners in the run that started at

@@ -534,3 +534,15 @@ def test_undefine_ends_a_qemu_still_running_there(fake_qemu):
     backend.undefine("i-1")
     assert not process.is_alive(pid, str(backend.root / "i-1" / "qmp.sock"))
     assert not (backend.root / "i-1").exists()
+
+
+def test_a_serial_log_past_its_limit_is_set_aside_at_the_next_start(short_dir):
+    run = RunFolder(short_dir / "i-1")
+    run.create()
+    run.serial_log.write_bytes(b"x" * 100)
+    run.rotate_serial_log(limit=1000)
+    assert run.serial_log.stat().st_size == 100  # under the limit: kept
+    run.rotate_serial_log(limit=50)
+    assert not run.serial_log.exists()
+    assert (run.path / "serial.log.1").read_bytes() == b"x" * 100
+    run.rotate_serial_log(limit=50)  # nothing to set aside
