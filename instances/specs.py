@@ -9,11 +9,12 @@ ROLE_ORDER: dict[str, int] = {DiskRole.ROOT: 0, DiskRole.SECONDARY: 1, DiskRole.
 
 
 def effective_bus(disk: Disk) -> str:
-    """`auto` picks virtio for Linux images and SATA for the rest (no VirtIO drivers assumed)."""
-    if disk.bus != DiskBus.AUTO:
-        return disk.bus
+    """CD-ROM drives are SATA (QEMU has no virtio CD-ROM); for disks `auto` picks virtio for
+    Linux images and SATA for the rest (no VirtIO drivers assumed)."""
     if disk.role == DiskRole.CDROM:
         return DiskBus.SATA
+    if disk.bus != DiskBus.AUTO:
+        return disk.bus
     os_type = disk.image.os_type if disk.image else OsType.LINUX
     return DiskBus.VIRTIO if os_type == OsType.LINUX else DiskBus.SATA
 

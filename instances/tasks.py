@@ -61,6 +61,7 @@ class DeviceTask(Task):
     any other is final at once. A final failure is told on the instance (machines)."""
 
     max_retries = 3
+    retry_backoff_factor = 1  # seconds: a retry waits up to 1, 2, 4 times this
 
     def __call__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         try:
@@ -68,7 +69,9 @@ class DeviceTask(Task):
         except BackendError as error:
             if not error.retryable:
                 raise
-            wait = get_exponential_backoff_interval(1, self.request.retries, 600, full_jitter=True)
+            wait = get_exponential_backoff_interval(
+                self.retry_backoff_factor, self.request.retries, 600, full_jitter=True
+            )
             raise self.retry(exc=error, countdown=wait) from error
 
     def on_failure(self, exc, task_id, args, kwargs, einfo):  # type: ignore[no-untyped-def]
@@ -103,7 +106,8 @@ def disk_resize(disk_id: int) -> None:
     machines.disk_resize(disk_id)
 
 
-@shared_task(name="instances.disk_snapshot", base=DeviceTask)
+# a snapshot QEMU is still writing keeps its monitor busy for as long as the call's timeout
+@shared_task(name="instances.disk_snapshot", base=DeviceTask, retry_backoff_factor=30)
 def disk_snapshot(snapshot_id: int) -> None:
     machines.disk_snapshot(snapshot_id)
 

@@ -166,7 +166,7 @@ def _create_disk(instance: Instance, request: DiskRequest, default_name: str) ->
             ) from None
         raise
     disk.save()
-    check_room(instance, disk)  # against the disks made before it
+    check_room(instance, disk, creating=True)  # against the disks made before it
     return disk
 
 

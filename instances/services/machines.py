@@ -134,12 +134,23 @@ def machine_start(instance_id: int, claimed_at: str | None = None) -> None:
     instance = _claimed(instance_id, PowerState.STARTING, claimed_at)
     if instance is None:
         return
+    if claimed_at is None and instance.run_strategy not in RESTARTING_STRATEGIES:
+        # an automatic restart, waiting out its delay while the user changed the strategy
+        _settle(
+            instance_id,
+            PowerState.STARTING,
+            PowerState.STOPPED,
+            "The automatic restart was called off: the run strategy is now "
+            f"{instance.run_strategy}.",
+            since=instance.state_changed_at,
+        )
+        return
     backend = backend_named(instance.backend)
     try:
         spec = machine_spec(instance)
-        backend.define(spec)
-        if backend.status(spec.id).power != Power.RUNNING:
-            backend.start(spec)
+        launching = backend.status(spec.id).power != Power.RUNNING
+        if launching:
+            backend.start(spec)  # defines the machine first, under its lock
     except BackendError as error:
         _fail(instance, PowerState.STARTING, error, "start")
         return
@@ -148,7 +159,8 @@ def machine_start(instance_id: int, claimed_at: str | None = None) -> None:
         PowerState.STARTING,
         PowerState.RUNNING,
         last_exit=LastExit.NONE,
-        hotplugged_disks=0,  # the new run has all its spare hotplug ports
+        # a new run has all its spare hotplug ports; a machine found running keeps its count
+        hotplugged_disks=0 if launching else F("hotplugged_disks"),
     ):
         return
     # claimed again while it launched: a Force Shutdown, which may have found nothing to stop
@@ -363,6 +375,9 @@ def machine_undefine(backend_name: str, machine_id: str, disk_names: Sequence[st
         backend.delete_disk(name)
 
 
+RESTARTING_STRATEGIES = (RunStrategy.ALWAYS, RunStrategy.RERUN_ON_FAILURE)
+
+
 def restart_wanted(strategy: str, exit_kind: ExitKind) -> bool:
     """The run strategies, applied to a guest that stopped without being asked to."""
     if exit_kind == ExitKind.REQUESTED:
@@ -430,7 +445,13 @@ def _reconcile(instance: Instance, stuck_before: datetime) -> None:
         _settle(instance.pk, state, settled, message, since=instance.state_changed_at)
     elif state == PowerState.RUNNING and status.links:
         for nic in instance.nics.all():
-            carrier = CarrierState.UP if status.links.get(nic.name) else CarrierState.DOWN
+            if nic.name not in status.links:  # added while it runs: plugged at the next start
+                continue
+            up = status.links[nic.name]
+            if up != (nic.link_desired == LinkState.UP):  # changed while it started: apply it
+                enqueue_host_task(instance, "instances.nic_set_link", nic.pk)
+                continue
+            carrier = CarrierState.UP if up else CarrierState.DOWN
             if nic.carrier != carrier:
                 NetworkInterface.objects.filter(pk=nic.pk).update(carrier=carrier)
 
@@ -450,7 +471,7 @@ def _stopped_by_itself(instance: Instance, exit_kind: ExitKind) -> None:
     in_a_row, delay = 0, 0
     if restart:  # running since state_changed_at: a short run continues a series of restarts
         short = timezone.now() - instance.state_changed_at < timedelta(seconds=STEADY_RUN_SECONDS)
-        in_a_row = instance.restarts_in_a_row + 1 if short else 1
+        in_a_row = min(instance.restarts_in_a_row + 1, 1000) if short else 1
         delay = restart_delay(in_a_row)
         if delay:
             message += f" Restarting in {delay} s: restart {in_a_row} in a row."

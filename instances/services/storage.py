@@ -115,25 +115,32 @@ def disk_attach(*, disk: Disk, instance: Instance, actor: AbstractBaseUser) -> N
             enqueue_host_task(instance, "instances.disk_hotplug", disk.pk)
 
 
-def check_room(instance: Instance, disk: Disk) -> None:
-    """Whether the instance's machine holds one more disk: its boot order must be free, and
-    SATA disks and CD-ROM drives share one controller's ports."""
+def check_room(instance: Instance, disk: Disk, *, creating: bool = False) -> None:
+    """Whether the instance's machine holds one more disk (one being created with it, or a
+    free one attached): its boot order must be free, and SATA disks and CD-ROM drives share one
+    controller's ports."""
     others = list(instance.disks.select_related("image").exclude(pk=disk.pk))
     if disk.boot_order is not None:
         taken = next((d for d in others if d.boot_order == disk.boot_order), None)
         if taken is not None:
+            fix = (
+                "give this disk another (lower boots first; the root disk is 1)"
+                if creating
+                else f"detach {taken.name} first"
+            )
             raise ValidationError(
                 {
-                    "boot_order": f"{taken.name} has boot order {disk.boot_order} on "
-                    f"{instance.name}; give {disk.name} another."
+                    "boot_order": f"{taken.name} already boots at order {disk.boot_order} on "
+                    f"{instance.name}: {fix}."
                 }
             )
     sata = [d for d in others if effective_bus(d) == DiskBus.SATA]
     if effective_bus(disk) == DiskBus.SATA and len(sata) >= MAX_SATA_DEVICES:
+        instead = "detach one first" if disk.role == DiskRole.CDROM else "choose virtio instead"
         raise ValidationError(
             {
                 "disk": f"{instance.name} has {MAX_SATA_DEVICES} SATA disks and CD-ROM drives, "
-                "as many as an instance holds: choose virtio, or detach one first."
+                f"as many as an instance holds: {instead}."
             }
         )
 

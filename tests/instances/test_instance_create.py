@@ -326,7 +326,10 @@ def test_each_disk_has_its_own_boot_order(project, operator, subnet):
         project, operator, instance_request(subnet, disks=[DiskRequest(size_gb=1, boot_order=1)])
     )
     assert errors == {
-        "disks-0-boot_order": ["web-1-root has boot order 1 on web-1; give web-1-disk1 another."]
+        "disks-0-boot_order": [
+            "web-1-root already boots at order 1 on web-1: give this disk another (lower boots "
+            "first; the root disk is 1)."
+        ]
     }
 
 
@@ -336,6 +339,19 @@ def test_an_instance_holds_six_sata_disks_and_cdrom_drives(project, operator, su
     assert errors == {
         "disks-6-disk": [
             "web-1 has 6 SATA disks and CD-ROM drives, as many as an instance holds: choose "
-            "virtio, or detach one first."
+            "virtio instead."
+        ]
+    }
+
+
+def test_a_cdrom_drive_is_sata_whatever_bus_it_asks_for(project, operator, subnet):
+    iso = ImageFactory(kind=ImageKind.ISO, name="rescue")
+    disks = [DiskRequest(size_gb=1, bus="sata") for _ in range(6)]
+    disks.append(DiskRequest(size_gb=0, role=DiskRole.CDROM, image=iso, bus="virtio"))
+    errors = errors_of(project, operator, instance_request(subnet, disks=disks))
+    assert errors == {
+        "disks-6-disk": [
+            "web-1 has 6 SATA disks and CD-ROM drives, as many as an instance holds: detach one "
+            "first."
         ]
     }

@@ -7,8 +7,8 @@ from django.utils import timezone
 
 from instances import backends
 from instances.backends.base import ExitKind, MachineStatus, Power
-from instances.choices import PowerState, RunStrategy
-from instances.models import AuditEvent, Instance
+from instances.choices import LinkState, PowerState, RunStrategy
+from instances.models import AuditEvent, Instance, NetworkInterface
 from instances.services import machines
 
 pytestmark = pytest.mark.django_db
@@ -39,6 +39,11 @@ class LaunchingBackend:
         self.running = False
 
 
+def claim_of(instance: Instance) -> str:
+    """The claim a user's Start sends with the task (services.power)."""
+    return instance.state_changed_at.isoformat()
+
+
 @pytest.fixture
 def launching_is_local(monkeypatch):
     """The stand-in counts as a hypervisor on this host: the reconciler looks at its machines
@@ -60,7 +65,7 @@ def starting(on_backend):
 def test_a_start_records_running_with_every_hotplug_port_free(starting):
     backend, instance = starting(lambda: None)
     Instance.objects.filter(pk=instance.pk).update(hotplugged_disks=3)  # from the last run
-    machines.machine_start(instance.pk)
+    machines.machine_start(instance.pk, claim_of(instance))
     instance.refresh_from_db()
     assert instance.power_state == PowerState.RUNNING and backend.running
     assert instance.hotplugged_disks == 0
@@ -71,7 +76,7 @@ def test_a_force_shutdown_that_finished_during_the_launch_still_wins(starting):
         Instance.objects.filter(pk=instance.pk).update(power_state=PowerState.STOPPED)
 
     backend, instance = starting(force_shutdown_done)
-    machines.machine_start(instance.pk)
+    machines.machine_start(instance.pk, claim_of(instance))
     instance.refresh_from_db()
     assert instance.power_state == PowerState.STOPPED
     assert backend.force_stops == 1 and not backend.running
@@ -207,3 +212,35 @@ def test_a_guest_that_ran_a_while_before_it_crashed_is_restarted_at_once(
         machines.reconcile_host(instance.host)
     assert Instance.objects.get(pk=instance.pk).restarts_in_a_row == 1
     assert [sent.eta for sent in queue.sent()] == [None]
+
+
+def test_an_automatic_restart_is_called_off_when_the_strategy_changed_during_its_delay(
+    starting,
+):
+    backend, instance = starting(lambda: None)  # Starting, from the reconciler: no claim
+    Instance.objects.filter(pk=instance.pk).update(run_strategy=RunStrategy.MANUAL)
+    machines.machine_start(instance.pk)
+    instance.refresh_from_db()
+    assert (instance.power_state, instance.power_message) == (
+        PowerState.STOPPED,
+        "The automatic restart was called off: the run strategy is now Manual.",
+    )
+    assert not backend.running
+
+
+def test_a_link_changed_while_the_instance_started_is_applied_by_the_reconciler(
+    starting, launching_is_local, host_queue_of, monkeypatch, django_capture_on_commit_callbacks
+):
+    backend, instance = starting(lambda: None)
+    eth0 = instance.nics.get()
+    Instance.objects.filter(pk=instance.pk).update(power_state=PowerState.RUNNING)
+    NetworkInterface.objects.filter(pk=eth0.pk).update(link_desired=LinkState.DOWN)
+    monkeypatch.setattr(
+        backend, "status", lambda machine_id: MachineStatus(Power.RUNNING, links={"eth0": True})
+    )
+    queue = host_queue_of(instance)
+    with django_capture_on_commit_callbacks(execute=True):
+        machines.reconcile_host(instance.host)
+    assert [(sent.task, sent.args) for sent in queue.sent()] == [
+        ("instances.nic_set_link", (eth0.pk,))
+    ]

@@ -382,7 +382,7 @@ def test_an_attached_disk_takes_a_free_boot_order(instance, project, operator):
     Disk.objects.filter(pk=disk.pk).update(boot_order=1)
     disk.refresh_from_db()
     assert refusal(storage.disk_attach, disk=disk, instance=instance, actor=operator) == {
-        "boot_order": ["web-1-root has boot order 1 on web-1; give boot2 another."]
+        "boot_order": ["web-1-root already boots at order 1 on web-1: detach web-1-root first."]
     }
     assert Disk.objects.get(pk=disk.pk).instance is None
 

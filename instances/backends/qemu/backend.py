@@ -417,8 +417,12 @@ class QemuBackend:
             monitor = self._monitor(run)
             agent = GuestAgent(run.agent_socket, timeout=FSFREEZE_TIMEOUT)
             has_agent = self._agent_listening(run)
-            if has_agent and agent.freeze_status() == "frozen":  # an earlier attempt's
-                agent.thaw()
+            if has_agent:
+                try:
+                    if self._agent(run).freeze_status() == "frozen":  # an earlier attempt's
+                        agent.thaw()
+                except BackendError:  # no fsfreeze in this agent, or no answer: unfrozen
+                    has_agent = False
             if snapshot_name in self._node_snapshots(monitor, disk_name):
                 return False
             frozen = has_agent and _freeze(agent)
@@ -622,7 +626,11 @@ class QemuBackend:
         path = run.disk_path(disk.name)
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
-            self.qemu_img.create(path, disk.size_gb, disk.source)
+            try:
+                self.qemu_img.create(path, disk.size_gb, disk.source)
+            except BackendError:  # a half-made file must not pass for the disk next time
+                path.unlink(missing_ok=True)
+                raise
         elif self.qemu_img.virtual_size(path) < disk.size_gb * GIB:
             self.qemu_img.resize(path, disk.size_gb)
 
@@ -688,11 +696,20 @@ class QemuBackend:
 
 
 def _freeze(agent: GuestAgent) -> bool:
-    """Freeze the guest's filesystems: whether they are. A freeze that failed is undone."""
+    """Freeze the guest's filesystems: whether they are. A freeze that failed is undone; one
+    that cannot be undone is an error, as a snapshot taken then could leave the guest frozen."""
     try:
         agent.freeze()
     except BackendError:  # refused, or no answer in time
-        with contextlib.suppress(BackendError):  # never leave a half-done freeze behind
+        try:
             agent.thaw()
+        except BackendError as error:
+            if not error.retryable:  # refused too: nothing is frozen
+                return False
+            raise BackendError(
+                "The guest agent did not finish freezing the filesystems and could not thaw "
+                f"them ({error.message}).",
+                retryable=True,
+            ) from error
         return False
     return True

@@ -159,6 +159,7 @@ class RunFolder:
         release the taps the new run has just plugged, which have the same names); and the exit
         goes last, so a new run that dies at once is not read as the old run's stop request."""
         self.write_runtime(runtime)
+        self._boot_scan_file.unlink(missing_ok=True)  # the last run's, even from the same offset
         _write_atomic(self._pid_file, f"{pid}\n")
         self._stop_requested_file.unlink(missing_ok=True)
         self._exit_file.unlink(missing_ok=True)
