@@ -34,6 +34,9 @@ class RunStrategy(models.TextChoices):
     HALTED = "Halted", "Halted"
 
 
+# the strategies under which the reconciler restarts a guest that stopped by itself
+AUTO_RESTART_STRATEGIES = (RunStrategy.ALWAYS, RunStrategy.RERUN_ON_FAILURE)
+
 RUN_STRATEGY_HELP = {
     RunStrategy.ALWAYS: "Keeps the instance running; restarts it if the guest stops or crashes.",
     RunStrategy.MANUAL: "Starts only when you start it and stays off when shut down.",

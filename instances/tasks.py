@@ -14,7 +14,7 @@ from django.db import close_old_connections
 from instances.backends import LOCAL_BACKENDS
 from instances.backends.base import BackendError
 from instances.models import Instance
-from instances.services import machines, power
+from instances.services import machines, power, reconciler
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +119,7 @@ def cdrom_change(disk_id: int) -> None:
 
 @shared_task(name="instances.reconcile_host")
 def reconcile_host(host: str) -> None:
-    machines.reconcile_host(host)
+    reconciler.reconcile_host(host)
 
 
 @shared_task(name="instances.reconcile")

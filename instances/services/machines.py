@@ -10,17 +10,16 @@ instance.
 import logging
 import time
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.conf import settings
-from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from instances.backends import LOCAL_BACKENDS, backend_named
-from instances.backends.base import BackendError, ExitKind, Power
+from instances.backends import backend_named
+from instances.backends.base import BackendError, Power
 from instances.choices import (
-    POWER_TRANSITIONAL,
+    AUTO_RESTART_STRATEGIES,
     CarrierState,
     LastExit,
     LinkState,
@@ -30,20 +29,15 @@ from instances.choices import (
 )
 from instances.models import Disk, DiskSnapshot, Instance, NetworkInterface
 from instances.services.audit import audit_record
-from instances.services.queueing import enqueue_host_task
 from instances.specs import disk_spec, machine_spec
 
 log = logging.getLogger(__name__)
 
 SHUTDOWN_TIMEOUT = getattr(settings, "ZOPDAY_SHUTDOWN_TIMEOUT", 60)
-# a transitional state this old has lost its task (a worker died): never a shutdown still waiting
-STUCK_AFTER_SECONDS = max(300, SHUTDOWN_TIMEOUT + 60)
-STEADY_RUN_SECONDS = 600  # a guest that ran this long before it stopped is not crash-looping
-RESTART_DELAY_MAX = 120  # well inside STUCK_AFTER_SECONDS: a waiting restart is not stuck
 ACPI_REPEAT_SECONDS = 5
 
 
-def _settle(
+def settle(
     instance_id: int,
     expected: str,
     state: str,
@@ -97,7 +91,7 @@ def _fail(instance: Instance, expected: str, error: BackendError, action: str) -
         running = backend.status(instance.machine_id).power == Power.RUNNING
     except BackendError:  # not known: as it was before the request (Force Shutdown then helps)
         running = action != "start"
-    _settle(
+    settle(
         instance.pk,
         expected,
         PowerState.RUNNING if running else PowerState.FAILED,
@@ -134,9 +128,9 @@ def machine_start(instance_id: int, claimed_at: str | None = None) -> None:
     instance = _claimed(instance_id, PowerState.STARTING, claimed_at)
     if instance is None:
         return
-    if claimed_at is None and instance.run_strategy not in RESTARTING_STRATEGIES:
+    if claimed_at is None and instance.run_strategy not in AUTO_RESTART_STRATEGIES:
         # an automatic restart, waiting out its delay while the user changed the strategy
-        _settle(
+        settle(
             instance_id,
             PowerState.STARTING,
             PowerState.STOPPED,
@@ -154,7 +148,7 @@ def machine_start(instance_id: int, claimed_at: str | None = None) -> None:
     except BackendError as error:
         _fail(instance, PowerState.STARTING, error, "start")
         return
-    if _settle(
+    if settle(
         instance_id,
         PowerState.STARTING,
         PowerState.RUNNING,
@@ -207,7 +201,7 @@ def machine_shutdown(instance_id: int, claimed_at: str | None = None) -> None:
                 break
             if time.monotonic() >= deadline:
                 _withdraw_stop(instance)  # first: once Running, a new Shutdown may press
-                _settle(
+                settle(
                     instance_id,
                     PowerState.STOPPING,
                     PowerState.RUNNING,
@@ -220,7 +214,7 @@ def machine_shutdown(instance_id: int, claimed_at: str | None = None) -> None:
         _withdraw_stop(instance)
         _fail(instance, PowerState.STOPPING, error, "shutdown")
         return
-    _settle(
+    settle(
         instance_id, PowerState.STOPPING, PowerState.STOPPED, message, last_exit=LastExit.REQUESTED
     )
     try:
@@ -251,7 +245,7 @@ def machine_force_stop(instance_id: int, claimed_at: str | None = None) -> None:
         _withdraw_stop(instance)
         _fail(instance, PowerState.STOPPING, error, "force_stop")
         return
-    _settle(instance_id, PowerState.STOPPING, PowerState.STOPPED, last_exit=LastExit.REQUESTED)
+    settle(instance_id, PowerState.STOPPING, PowerState.STOPPED, last_exit=LastExit.REQUESTED)
 
 
 def machine_restart(instance_id: int, claimed_at: str | None = None) -> None:
@@ -263,7 +257,7 @@ def machine_restart(instance_id: int, claimed_at: str | None = None) -> None:
     except BackendError as error:
         _fail(instance, PowerState.RESTARTING, error, "restart")
         return
-    _settle(instance_id, PowerState.RESTARTING, PowerState.RUNNING)
+    settle(instance_id, PowerState.RESTARTING, PowerState.RUNNING)
 
 
 def machine_set_link(nic_id: int) -> None:
@@ -373,126 +367,3 @@ def machine_undefine(backend_name: str, machine_id: str, disk_names: Sequence[st
     backend.undefine(machine_id)
     for name in disk_names:
         backend.delete_disk(name)
-
-
-RESTARTING_STRATEGIES = (RunStrategy.ALWAYS, RunStrategy.RERUN_ON_FAILURE)
-
-
-def restart_wanted(strategy: str, exit_kind: ExitKind) -> bool:
-    """The run strategies, applied to a guest that stopped without being asked to."""
-    if exit_kind == ExitKind.REQUESTED:
-        return False
-    if strategy == RunStrategy.ALWAYS:
-        return True
-    if strategy == RunStrategy.RERUN_ON_FAILURE:
-        return exit_kind == ExitKind.CRASHED
-    return False
-
-
-def reconcile_host(host: str) -> None:
-    """Make the database match what the backend reports for every instance on this host, and
-    apply run strategies to guests that stopped by themselves.
-
-    1. Running in the database, stopped in reality: record how it ended; restart it when its
-       run strategy says so (Always; RerunOnFailure after a crash).
-    2. Stopped in the database, running in reality (adopted after a restart): mark it running;
-       under Halted, stop it.
-    3. Stuck in a transitional state (its worker died): settle it from what the backend reports.
-    4. Running in both: refresh the carrier state of its NICs.
-    """
-    stuck_before = timezone.now() - timedelta(seconds=STUCK_AFTER_SECONDS)
-    local = Instance.objects.filter(host=host, backend__in=LOCAL_BACKENDS)
-    for instance in local.select_related("project"):
-        try:
-            _reconcile(instance, stuck_before)
-        except BackendError as error:
-            log.warning("reconciling %s: %s", instance.machine_id, error.message)
-        except Exception:  # one machine's surprise must not keep the host's others unwatched
-            log.exception("reconciling %s", instance.machine_id)
-
-
-def _reconcile(instance: Instance, stuck_before: datetime) -> None:
-    backend = backend_named(instance.backend)
-    status = backend.status(instance.machine_id)
-    state, running = instance.power_state, status.power == Power.RUNNING
-    if state == PowerState.RUNNING and not running:
-        _stopped_by_itself(instance, status.exit)
-    elif state in (PowerState.STOPPED, PowerState.FAILED) and running:
-        if instance.run_strategy != RunStrategy.HALTED:
-            _settle(instance.pk, state, PowerState.RUNNING)
-            return
-        # Halted keeps it off, whatever started it; read afresh, as a pass takes a while and
-        # the user may have changed the strategy and pressed Start since it read this row
-        if not Instance.objects.filter(
-            pk=instance.pk, power_state=state, run_strategy=RunStrategy.HALTED
-        ).exists():
-            return
-        backend.force_stop(instance.machine_id)
-        audit_record(
-            actor=None,
-            action="instance.force_stop",
-            project=instance.project,
-            target=instance,
-            message="Found running under the Halted run strategy, which keeps it off.",
-        )
-    elif state in POWER_TRANSITIONAL and instance.state_changed_at < stuck_before:
-        settled = PowerState.RUNNING if running else PowerState.STOPPED
-        message = (
-            f"{instance.get_power_state_display()} did not finish within "
-            f"{STUCK_AFTER_SECONDS // 60} minutes (its worker may have stopped); the instance "
-            f"is {settled.label.lower()} on its host."
-        )
-        _settle(instance.pk, state, settled, message, since=instance.state_changed_at)
-    elif state == PowerState.RUNNING and status.links:
-        for nic in instance.nics.all():
-            if nic.name not in status.links:  # added while it runs: plugged at the next start
-                continue
-            up = status.links[nic.name]
-            if up != (nic.link_desired == LinkState.UP):  # changed while it started: apply it
-                enqueue_host_task(instance, "instances.nic_set_link", nic.pk)
-                continue
-            carrier = CarrierState.UP if up else CarrierState.DOWN
-            if nic.carrier != carrier:
-                NetworkInterface.objects.filter(pk=nic.pk).update(carrier=carrier)
-
-
-def restart_delay(in_a_row: int) -> int:
-    """Seconds before an automatic restart: at once the first time, then backing off (10 s,
-    20 s, 40 s ... up to 2 minutes) while the guest keeps stopping soon after each start."""
-    if in_a_row <= 1:
-        return 0
-    return int(min(RESTART_DELAY_MAX, 10 * 2 ** (in_a_row - 2)))
-
-
-def _stopped_by_itself(instance: Instance, exit_kind: ExitKind) -> None:
-    last_exit = LastExit(exit_kind.value) if exit_kind != ExitKind.NONE else LastExit.CRASHED
-    restart = restart_wanted(instance.run_strategy, exit_kind)
-    message = f"{last_exit.label}; run strategy {instance.run_strategy}."
-    in_a_row, delay = 0, 0
-    if restart:  # running since state_changed_at: a short run continues a series of restarts
-        short = timezone.now() - instance.state_changed_at < timedelta(seconds=STEADY_RUN_SECONDS)
-        in_a_row = min(instance.restarts_in_a_row + 1, 1000) if short else 1
-        delay = restart_delay(in_a_row)
-        if delay:
-            message += f" Restarting in {delay} s: restart {in_a_row} in a row."
-    with transaction.atomic():
-        if not _settle(
-            instance.pk,
-            PowerState.RUNNING,
-            PowerState.STARTING if restart else PowerState.STOPPED,
-            message if delay else "",
-            last_exit=last_exit,
-            auto_restarts=F("auto_restarts") + (1 if restart else 0),
-            restarts_in_a_row=in_a_row,
-        ):
-            return
-        audit_record(
-            actor=None,
-            action="instance.auto_restart" if restart else "instance.stopped",
-            project=instance.project,
-            target=instance,
-            outcome=Outcome.FAILURE if exit_kind == ExitKind.CRASHED else Outcome.SUCCESS,
-            message=message,
-        )
-        if restart:
-            enqueue_host_task(instance, "instances.machine_start", instance.pk, countdown=delay)

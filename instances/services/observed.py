@@ -1,6 +1,6 @@
 """What the console learns about machines it does not watch itself.
 
-QEMU machines are watched by the host reconciler (services.machines.reconcile_host). A cloud VM
+QEMU machines are watched by the host reconciler (services.reconciler.reconcile_host). A cloud VM
 can be stopped, started or terminated in the cloud's own console; the periodic refresh of the app
 that made it reads its state back and reports it here.
 """

@@ -3,9 +3,12 @@
 import pytest
 
 from instances import backends
+from instances.choices import PowerState
 from instances.models import Instance
+from instances.services import reconciler
 from instances.services.instances import instance_create
 from tests.factories import instance_request
+from tests.instances.standins import LaunchingBackend
 
 
 @pytest.fixture
@@ -26,3 +29,21 @@ def on_backend(monkeypatch, project, operator, subnet):
 
     yield make
     backends.backend_named.cache_clear()
+
+
+@pytest.fixture
+def launching_is_local(monkeypatch):
+    """The stand-in counts as a hypervisor on this host: the reconciler looks at its machines
+    and host tasks go to the instance's host queue."""
+    local = frozenset({"launching"})
+    monkeypatch.setattr(reconciler, "LOCAL_BACKENDS", local)
+    monkeypatch.setattr(backends, "LOCAL_BACKENDS", local)
+
+
+@pytest.fixture
+def starting(on_backend):
+    def make(meanwhile) -> tuple[LaunchingBackend, Instance]:  # type: ignore[no-untyped-def]
+        backend = LaunchingBackend(meanwhile)
+        return backend, on_backend(backend, power_state=PowerState.STARTING)
+
+    return make

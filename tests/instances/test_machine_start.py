@@ -1,65 +1,14 @@
-"""machine_start, the worker's side of Start, when a Force Shutdown is asked for meanwhile."""
-
-from datetime import timedelta
+"""machine_start, the worker's side of Start: a Force Shutdown asked for meanwhile, and an
+automatic restart whose run strategy changed during its delay."""
 
 import pytest
-from django.utils import timezone
 
-from instances import backends
-from instances.backends.base import ExitKind, MachineStatus, Power
-from instances.choices import LinkState, PowerState, RunStrategy
-from instances.models import AuditEvent, Instance, NetworkInterface
+from instances.choices import PowerState, RunStrategy
+from instances.models import Instance
 from instances.services import machines
+from tests.instances.standins import claim_of
 
 pytestmark = pytest.mark.django_db
-
-
-class LaunchingBackend:
-    """Launches; `meanwhile` runs during the launch, as another worker thread would."""
-
-    name = "launching"
-
-    def __init__(self, meanwhile) -> None:  # type: ignore[no-untyped-def]
-        self.meanwhile = meanwhile
-        self.running = False
-        self.force_stops = 0
-
-    def define(self, spec) -> None:  # type: ignore[no-untyped-def]
-        pass
-
-    def status(self, machine_id: str) -> MachineStatus:
-        return MachineStatus(Power.RUNNING if self.running else Power.STOPPED)
-
-    def start(self, spec) -> None:  # type: ignore[no-untyped-def]
-        self.meanwhile()
-        self.running = True
-
-    def force_stop(self, machine_id: str) -> None:
-        self.force_stops += 1
-        self.running = False
-
-
-def claim_of(instance: Instance) -> str:
-    """The claim a user's Start sends with the task (services.power)."""
-    return instance.state_changed_at.isoformat()
-
-
-@pytest.fixture
-def launching_is_local(monkeypatch):
-    """The stand-in counts as a hypervisor on this host: the reconciler looks at its machines
-    and host tasks go to the instance's host queue."""
-    local = frozenset({"launching"})
-    monkeypatch.setattr(machines, "LOCAL_BACKENDS", local)
-    monkeypatch.setattr(backends, "LOCAL_BACKENDS", local)
-
-
-@pytest.fixture
-def starting(on_backend):
-    def make(meanwhile) -> tuple[LaunchingBackend, Instance]:  # type: ignore[no-untyped-def]
-        backend = LaunchingBackend(meanwhile)
-        return backend, on_backend(backend, power_state=PowerState.STARTING)
-
-    return make
 
 
 def test_a_start_records_running_with_every_hotplug_port_free(starting):
@@ -82,138 +31,6 @@ def test_a_force_shutdown_that_finished_during_the_launch_still_wins(starting):
     assert backend.force_stops == 1 and not backend.running
 
 
-@pytest.mark.parametrize(
-    ("strategy", "state", "force_stops"),
-    [(RunStrategy.MANUAL, PowerState.RUNNING, 0), (RunStrategy.HALTED, PowerState.STOPPED, 1)],
-)
-def test_the_reconciler_adopts_a_running_machine_unless_it_is_halted(
-    starting, launching_is_local, strategy, state, force_stops
-):
-    backend, instance = starting(lambda: None)
-    backend.running = True  # found running, after a worker restart
-    Instance.objects.filter(pk=instance.pk).update(
-        power_state=PowerState.STOPPED, run_strategy=strategy
-    )
-    machines.reconcile_host(instance.host)
-    instance.refresh_from_db()
-    assert instance.power_state == state and backend.force_stops == force_stops
-    events = AuditEvent.objects.filter(action="instance.force_stop", actor=None)
-    assert events.count() == force_stops
-
-
-def test_the_reconciler_stops_no_machine_whose_strategy_changed_during_its_pass(
-    starting, launching_is_local, monkeypatch
-):
-    backend, instance = starting(lambda: None)
-    backend.running = True
-    Instance.objects.filter(pk=instance.pk).update(
-        power_state=PowerState.STOPPED, run_strategy=RunStrategy.HALTED
-    )
-
-    def status_after_the_user_chose_manual(machine_id: str) -> MachineStatus:
-        Instance.objects.filter(pk=instance.pk).update(run_strategy=RunStrategy.MANUAL)
-        return MachineStatus(Power.RUNNING)
-
-    monkeypatch.setattr(backend, "status", status_after_the_user_chose_manual)
-    machines.reconcile_host(instance.host)
-    assert backend.force_stops == 0 and backend.running
-
-
-def test_one_machines_surprise_leaves_the_others_reconciled(
-    starting, launching_is_local, monkeypatch, caplog
-):
-    backend, instance = starting(lambda: None)
-    backend.running = True
-    Instance.objects.filter(pk=instance.pk).update(power_state=PowerState.STOPPED)
-    broken = Instance.objects.get(pk=instance.pk)
-    broken.pk, broken.name = None, "web-0"  # listed before web-1
-    broken.save()
-
-    def status(machine_id: str) -> MachineStatus:
-        if machine_id == broken.machine_id:
-            raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
-        return MachineStatus(Power.RUNNING)
-
-    monkeypatch.setattr(backend, "status", status)
-    machines.reconcile_host(instance.host)
-    assert Instance.objects.get(pk=instance.pk).power_state == PowerState.RUNNING
-    assert f"reconciling {broken.machine_id}" in caplog.text
-
-
-def test_a_start_whose_worker_died_is_settled_from_the_host_with_a_message(
-    starting, launching_is_local
-):
-    backend, instance = starting(lambda: None)
-    backend.running = True  # QEMU came up; the worker died before it recorded Running
-    long_ago = timezone.now() - timedelta(seconds=machines.STUCK_AFTER_SECONDS + 1)
-    Instance.objects.filter(pk=instance.pk).update(state_changed_at=long_ago)
-    machines.reconcile_host(instance.host)
-    instance.refresh_from_db()
-    assert (instance.power_state, instance.power_message) == (
-        PowerState.RUNNING,
-        "Starting did not finish within 5 minutes (its worker may have stopped); the instance "
-        "is running on its host.",
-    )
-
-
-class CrashedBackend(LaunchingBackend):
-    def status(self, machine_id: str) -> MachineStatus:
-        return MachineStatus(Power.STOPPED, exit=ExitKind.CRASHED)
-
-
-@pytest.mark.parametrize(("in_a_row", "delay"), [(0, 0), (1, 10), (2, 20), (6, 120)])
-def test_a_guest_that_keeps_crashing_is_restarted_later_each_time(
-    on_backend,
-    launching_is_local,
-    host_queue_of,
-    django_capture_on_commit_callbacks,
-    in_a_row,
-    delay,
-):
-    instance = on_backend(
-        CrashedBackend(lambda: None),
-        power_state=PowerState.RUNNING,
-        run_strategy=RunStrategy.ALWAYS,
-        restarts_in_a_row=in_a_row,
-    )
-    queue = host_queue_of(instance)
-    with django_capture_on_commit_callbacks(execute=True):
-        machines.reconcile_host(instance.host)
-    instance.refresh_from_db()
-    assert (instance.power_state, instance.restarts_in_a_row) == (
-        PowerState.STARTING,
-        in_a_row + 1,
-    )
-    [sent] = queue.sent()
-    assert (sent.task, sent.args) == ("instances.machine_start", (instance.pk,))
-    if delay:
-        assert instance.power_message == (
-            f"Crashed; run strategy Always. Restarting in {delay} s: restart {in_a_row + 1} in "
-            "a row."
-        )
-        assert sent.eta is not None
-        assert delay - 2 < (sent.eta - timezone.now()).total_seconds() <= delay
-    else:
-        assert instance.power_message == "" and sent.eta is None
-
-
-def test_a_guest_that_ran_a_while_before_it_crashed_is_restarted_at_once(
-    on_backend, launching_is_local, host_queue_of, django_capture_on_commit_callbacks
-):
-    instance = on_backend(
-        CrashedBackend(lambda: None),
-        power_state=PowerState.RUNNING,
-        run_strategy=RunStrategy.ALWAYS,
-        restarts_in_a_row=5,
-        state_changed_at=timezone.now() - timedelta(seconds=machines.STEADY_RUN_SECONDS + 1),
-    )
-    queue = host_queue_of(instance)
-    with django_capture_on_commit_callbacks(execute=True):
-        machines.reconcile_host(instance.host)
-    assert Instance.objects.get(pk=instance.pk).restarts_in_a_row == 1
-    assert [sent.eta for sent in queue.sent()] == [None]
-
-
 def test_an_automatic_restart_is_called_off_when_the_strategy_changed_during_its_delay(
     starting,
 ):
@@ -226,21 +43,3 @@ def test_an_automatic_restart_is_called_off_when_the_strategy_changed_during_its
         "The automatic restart was called off: the run strategy is now Manual.",
     )
     assert not backend.running
-
-
-def test_a_link_changed_while_the_instance_started_is_applied_by_the_reconciler(
-    starting, launching_is_local, host_queue_of, monkeypatch, django_capture_on_commit_callbacks
-):
-    backend, instance = starting(lambda: None)
-    eth0 = instance.nics.get()
-    Instance.objects.filter(pk=instance.pk).update(power_state=PowerState.RUNNING)
-    NetworkInterface.objects.filter(pk=eth0.pk).update(link_desired=LinkState.DOWN)
-    monkeypatch.setattr(
-        backend, "status", lambda machine_id: MachineStatus(Power.RUNNING, links={"eth0": True})
-    )
-    queue = host_queue_of(instance)
-    with django_capture_on_commit_callbacks(execute=True):
-        machines.reconcile_host(instance.host)
-    assert [(sent.task, sent.args) for sent in queue.sent()] == [
-        ("instances.nic_set_link", (eth0.pk,))
-    ]

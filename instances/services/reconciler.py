@@ -1,0 +1,151 @@
+"""The host's reconciler: every few seconds, make the database match what the hypervisor
+reports for each instance on this host, and apply run strategies to guests that stopped by
+themselves (services.machines settles the states; tasks.reconcile fans the passes out)."""
+
+import logging
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from instances.backends import LOCAL_BACKENDS, backend_named
+from instances.backends.base import BackendError, ExitKind, Power
+from instances.choices import (
+    AUTO_RESTART_STRATEGIES,
+    POWER_TRANSITIONAL,
+    CarrierState,
+    LastExit,
+    LinkState,
+    Outcome,
+    PowerState,
+    RunStrategy,
+)
+from instances.models import Instance, NetworkInterface
+from instances.services.audit import audit_record
+from instances.services.machines import SHUTDOWN_TIMEOUT, settle
+from instances.services.queueing import enqueue_host_task
+
+log = logging.getLogger(__name__)
+
+# a transitional state this old has lost its task (a worker died): never a shutdown still waiting
+STUCK_AFTER_SECONDS = max(300, SHUTDOWN_TIMEOUT + 60)
+STEADY_RUN_SECONDS = 600  # a guest that ran this long before it stopped is not crash-looping
+RESTART_DELAY_MAX = 120  # well inside STUCK_AFTER_SECONDS: a waiting restart is not stuck
+
+
+def restart_wanted(strategy: str, exit_kind: ExitKind) -> bool:
+    """The run strategies, applied to a guest that stopped without being asked to: Always
+    restarts it, RerunOnFailure after a crash only."""
+    if exit_kind == ExitKind.REQUESTED or strategy not in AUTO_RESTART_STRATEGIES:
+        return False
+    return strategy == RunStrategy.ALWAYS or exit_kind == ExitKind.CRASHED
+
+
+def reconcile_host(host: str) -> None:
+    """Make the database match what the backend reports for every instance on this host, and
+    apply run strategies to guests that stopped by themselves.
+
+    1. Running in the database, stopped in reality: record how it ended; restart it when its
+       run strategy says so (Always; RerunOnFailure after a crash).
+    2. Stopped in the database, running in reality (adopted after a restart): mark it running;
+       under Halted, stop it.
+    3. Stuck in a transitional state (its worker died): settle it from what the backend reports.
+    4. Running in both: refresh the carrier state of its NICs.
+    """
+    stuck_before = timezone.now() - timedelta(seconds=STUCK_AFTER_SECONDS)
+    local = Instance.objects.filter(host=host, backend__in=LOCAL_BACKENDS)
+    for instance in local.select_related("project"):
+        try:
+            _reconcile(instance, stuck_before)
+        except BackendError as error:
+            log.warning("reconciling %s: %s", instance.machine_id, error.message)
+        except Exception:  # one machine's surprise must not keep the host's others unwatched
+            log.exception("reconciling %s", instance.machine_id)
+
+
+def _reconcile(instance: Instance, stuck_before: datetime) -> None:
+    backend = backend_named(instance.backend)
+    status = backend.status(instance.machine_id)
+    state, running = instance.power_state, status.power == Power.RUNNING
+    if state == PowerState.RUNNING and not running:
+        _stopped_by_itself(instance, status.exit)
+    elif state in (PowerState.STOPPED, PowerState.FAILED) and running:
+        if instance.run_strategy != RunStrategy.HALTED:
+            settle(instance.pk, state, PowerState.RUNNING)
+            return
+        # Halted keeps it off, whatever started it; read afresh, as a pass takes a while and
+        # the user may have changed the strategy and pressed Start since it read this row
+        if not Instance.objects.filter(
+            pk=instance.pk, power_state=state, run_strategy=RunStrategy.HALTED
+        ).exists():
+            return
+        backend.force_stop(instance.machine_id)
+        audit_record(
+            actor=None,
+            action="instance.force_stop",
+            project=instance.project,
+            target=instance,
+            message="Found running under the Halted run strategy, which keeps it off.",
+        )
+    elif state in POWER_TRANSITIONAL and instance.state_changed_at < stuck_before:
+        settled = PowerState.RUNNING if running else PowerState.STOPPED
+        message = (
+            f"{instance.get_power_state_display()} did not finish within "
+            f"{STUCK_AFTER_SECONDS // 60} minutes (its worker may have stopped); the instance "
+            f"is {settled.label.lower()} on its host."
+        )
+        settle(instance.pk, state, settled, message, since=instance.state_changed_at)
+    elif state == PowerState.RUNNING and status.links:
+        for nic in instance.nics.all():
+            if nic.name not in status.links:  # added while it runs: plugged at the next start
+                continue
+            up = status.links[nic.name]
+            if up != (nic.link_desired == LinkState.UP):  # changed while it started: apply it
+                enqueue_host_task(instance, "instances.nic_set_link", nic.pk)
+                continue
+            carrier = CarrierState.UP if up else CarrierState.DOWN
+            if nic.carrier != carrier:
+                NetworkInterface.objects.filter(pk=nic.pk).update(carrier=carrier)
+
+
+def restart_delay(in_a_row: int) -> int:
+    """Seconds before an automatic restart: at once the first time, then backing off (10 s,
+    20 s, 40 s ... up to 2 minutes) while the guest keeps stopping soon after each start."""
+    if in_a_row <= 1:
+        return 0
+    return int(min(RESTART_DELAY_MAX, 10 * 2 ** (in_a_row - 2)))
+
+
+def _stopped_by_itself(instance: Instance, exit_kind: ExitKind) -> None:
+    last_exit = LastExit(exit_kind.value) if exit_kind != ExitKind.NONE else LastExit.CRASHED
+    restart = restart_wanted(instance.run_strategy, exit_kind)
+    message = f"{last_exit.label}; run strategy {instance.run_strategy}."
+    in_a_row, delay = 0, 0
+    if restart:  # running since state_changed_at: a short run continues a series of restarts
+        short = timezone.now() - instance.state_changed_at < timedelta(seconds=STEADY_RUN_SECONDS)
+        in_a_row = min(instance.restarts_in_a_row + 1, 1000) if short else 1
+        delay = restart_delay(in_a_row)
+        if delay:
+            message += f" Restarting in {delay} s: restart {in_a_row} in a row."
+    with transaction.atomic():
+        if not settle(
+            instance.pk,
+            PowerState.RUNNING,
+            PowerState.STARTING if restart else PowerState.STOPPED,
+            message if delay else "",
+            last_exit=last_exit,
+            auto_restarts=F("auto_restarts") + (1 if restart else 0),
+            restarts_in_a_row=in_a_row,
+        ):
+            return
+        audit_record(
+            actor=None,
+            action="instance.auto_restart" if restart else "instance.stopped",
+            project=instance.project,
+            target=instance,
+            outcome=Outcome.FAILURE if exit_kind == ExitKind.CRASHED else Outcome.SUCCESS,
+            message=message,
+        )
+        if restart:
+            enqueue_host_task(instance, "instances.machine_start", instance.pk, countdown=delay)
