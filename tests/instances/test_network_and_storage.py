@@ -44,6 +44,8 @@ def test_a_second_nic_gets_the_next_index_and_address(instance, operator, subnet
         True,
     )
     network.nic_set_link(nic=nic, actor=operator, up=False)  # not primary: no confirmation
+    nic.refresh_from_db()
+    assert nic.link_desired == LinkState.DOWN
 
 
 def test_a_nic_is_removed_only_when_stopped(instance, operator):

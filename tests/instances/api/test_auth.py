@@ -80,9 +80,14 @@ def test_a_bad_token_is_refused_even_with_a_session(operator, project):
 def test_using_a_token_records_when_it_was_last_used(operator):
     token, plaintext = api_token_create(user=operator, name="laptop")
     assert token.last_used_at is None
+    before = timezone.now()
     assert api_token_authenticate(plaintext=plaintext) == operator
     token.refresh_from_db()
-    assert token.last_used_at is not None
+    first_use = token.last_used_at
+    assert first_use is not None and before <= first_use <= timezone.now()
+    api_token_authenticate(plaintext=plaintext)  # again within the minute: no new write
+    token.refresh_from_db()
+    assert token.last_used_at == first_use
 
 
 def test_an_anonymous_caller_gets_401_for_reads_and_writes(anonymous, project):
