@@ -89,6 +89,8 @@ def _reconcile(instance: Instance, stuck_before: datetime) -> None:
             message="Found running under the Halted run strategy, which keeps it off.",
         )
     elif state in POWER_TRANSITIONAL and instance.state_changed_at < stuck_before:
+        if _restart_lost(instance, running):
+            return
         settled = PowerState.RUNNING if running else PowerState.STOPPED
         message = (
             f"{instance.get_power_state_display()} did not finish within "
@@ -107,6 +109,30 @@ def _reconcile(instance: Instance, stuck_before: datetime) -> None:
             carrier = CarrierState.UP if up else CarrierState.DOWN
             if nic.carrier != carrier:
                 NetworkInterface.objects.filter(pk=nic.pk).update(carrier=carrier)
+
+
+def _restart_lost(instance: Instance, running: bool) -> bool:
+    """An automatic restart (restarts_in_a_row counts them; any user request resets it) whose
+    task was lost with its worker is asked for again, rather than left off under a strategy
+    that wants the guest running. Whether it was."""
+    if not (
+        instance.power_state == PowerState.STARTING
+        and not running
+        and instance.restarts_in_a_row
+        and instance.run_strategy in AUTO_RESTART_STRATEGIES
+    ):
+        return False
+    with transaction.atomic():
+        if settle(
+            instance.pk,
+            PowerState.STARTING,
+            PowerState.STARTING,  # claimed afresh: the next stuck check is minutes away again
+            "The automatic restart did not begin in time (its worker may have stopped); it was "
+            "asked for again.",
+            since=instance.state_changed_at,
+        ):
+            enqueue_host_task(instance, "instances.machine_start", instance.pk)
+    return True
 
 
 def restart_delay(in_a_row: int) -> int:

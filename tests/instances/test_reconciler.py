@@ -163,3 +163,26 @@ def test_a_link_changed_while_the_instance_started_is_applied_by_the_reconciler(
     assert [(sent.task, sent.args) for sent in queue.sent()] == [
         ("instances.nic_set_link", (eth0.pk,))
     ]
+
+
+def test_an_automatic_restart_lost_with_its_worker_is_asked_for_again(
+    starting, launching_is_local, host_queue_of, django_capture_on_commit_callbacks
+):
+    _, instance = starting(lambda: None)  # not running: the restart never began
+    long_ago = timezone.now() - timedelta(seconds=reconciler.STUCK_AFTER_SECONDS + 1)
+    Instance.objects.filter(pk=instance.pk).update(
+        state_changed_at=long_ago, run_strategy=RunStrategy.ALWAYS, restarts_in_a_row=2
+    )
+    queue = host_queue_of(instance)
+    with django_capture_on_commit_callbacks(execute=True):
+        reconciler.reconcile_host(instance.host)
+    instance.refresh_from_db()
+    assert (instance.power_state, instance.power_message) == (
+        PowerState.STARTING,
+        "The automatic restart did not begin in time (its worker may have stopped); it was "
+        "asked for again.",
+    )
+    assert instance.state_changed_at > long_ago
+    assert [(sent.task, sent.args) for sent in queue.sent()] == [
+        ("instances.machine_start", (instance.pk,))
+    ]
