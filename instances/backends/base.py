@@ -161,7 +161,9 @@ class Backend(Protocol):
         """What the details page shows about the machine beyond the Instance row (e.g. a cloud
         VM's own id and its provisioning job). Pages render it: no calls out to a cloud."""
 
-    def set_link(self, machine_id: str, nic_name: str, up: bool) -> None: ...
+    def set_link(self, machine_id: str, nic_name: str, up: bool) -> bool:
+        """Cable in or out on the running machine; False when the NIC is not in it (added since
+        it started, or the machine is off): it takes its link from the spec at the next start."""
 
     def attach_disk(self, spec: MachineSpec, disk: DiskSpec) -> None: ...
 

@@ -271,7 +271,8 @@ def machine_set_link(nic_id: int) -> None:
         up = nic.link_desired == LinkState.UP
         if up == applied:
             break
-        backend_named(nic.instance.backend).set_link(nic.instance.machine_id, nic.name, up)
+        if not backend_named(nic.instance.backend).set_link(nic.instance.machine_id, nic.name, up):
+            return  # not in the running machine: its carrier is read at the next start
         applied = up
         NetworkInterface.objects.filter(pk=nic_id).update(
             carrier=CarrierState.UP if up else CarrierState.DOWN

@@ -288,7 +288,7 @@ class AwsVmBackend:
             "(SSM)."
         )
 
-    def set_link(self, machine_id: str, nic_name: str, up: bool) -> None:
+    def set_link(self, machine_id: str, nic_name: str, up: bool) -> bool:
         raise self._unsupported("Network interfaces")
 
     def attach_disk(self, spec: MachineSpec, disk: DiskSpec) -> None:

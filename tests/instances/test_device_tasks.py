@@ -93,10 +93,11 @@ class LinkBackend:
         self.meanwhile = meanwhile
         self.applied: list[bool] = []
 
-    def set_link(self, machine_id: str, nic_name: str, up: bool) -> None:
+    def set_link(self, machine_id: str, nic_name: str, up: bool) -> bool:
         if not self.applied:
             self.meanwhile()
         self.applied.append(up)
+        return True
 
 
 @pytest.mark.django_db

@@ -304,18 +304,20 @@ class QemuBackend:
 
     # ---- devices -----------------------------------------------------------------------------
 
-    def set_link(self, machine_id: str, nic_name: str, up: bool) -> None:
-        """Cable in or out; a stopped machine takes its links from the spec at the next start."""
+    def set_link(self, machine_id: str, nic_name: str, up: bool) -> bool:
+        """Cable in or out; a stopped machine, or a NIC added since the start, takes its link
+        from the spec at the next start."""
         run = self._run_folder(machine_id)
         with run.lock():  # runtime.json is read, changed and written back: one writer at a time
             if self._settle(run).power is Power.STOPPED:
-                return
+                return False
             runtime = run.read_runtime()
-            if nic_name not in runtime.links:  # added since the start: it comes up as asked then
-                return
+            if nic_name not in runtime.links:
+                return False
             self._monitor(run).execute("set_link", {"name": nic_name, "up": up})
             runtime.links[nic_name] = up
             run.write_runtime(runtime)
+            return True
 
     def attach_disk(self, spec: MachineSpec, disk: DiskSpec) -> None:
         """Create the disk; hotplug it when running (virtio only: SATA has no hotplug in QEMU).

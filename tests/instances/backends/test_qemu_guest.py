@@ -303,9 +303,10 @@ def test_link_down_takes_the_carrier_away_in_the_guest(backend, fleet):
     backend.set_link("alpha", "eth0", False)
     assert run_in(backend, "alpha", carrier).strip() == "0"
     assert backend.status("alpha").links == {"eth0": False, "eth1": True}
-    backend.set_link("alpha", "eth0", True)
+    assert backend.set_link("alpha", "eth0", True) is True
     assert run_in(backend, "alpha", carrier).strip() == "1"
     assert backend.status("alpha").links["eth0"] is True
+    assert backend.set_link("alpha", "eth7", False) is False  # not in this run: nothing to set
 
 
 def test_a_link_taken_down_before_the_start_is_down_from_the_guests_first_moment(backend, fleet):
