@@ -61,7 +61,7 @@ class DeviceTask(Task):
     any other is final at once. A final failure is told on the instance (machines)."""
 
     max_retries = 3
-    retry_backoff_factor = 1  # seconds: a retry waits up to 1, 2, 4 times this
+    retry_backoff_factor = 1  # seconds: a retry waits 1 to 2, 3 or 5 times this
 
     def __call__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         try:
@@ -69,7 +69,7 @@ class DeviceTask(Task):
         except BackendError as error:
             if not error.retryable:
                 raise
-            wait = get_exponential_backoff_interval(
+            wait = self.retry_backoff_factor + get_exponential_backoff_interval(
                 self.retry_backoff_factor, self.request.retries, 600, full_jitter=True
             )
             raise self.retry(exc=error, countdown=wait) from error

@@ -62,6 +62,8 @@ class Disk(models.Model):
             )
         if self.role == DiskRole.CDROM and self.image and self.image.kind != ImageKind.ISO:
             errors["image"] = f"A CD-ROM holds an ISO image; {self.image.name} is not one."
+        if self.role == DiskRole.CDROM and self.bus == DiskBus.VIRTIO:
+            errors["bus"] = "A CD-ROM drive is on SATA: choose auto or sata."
         if self.role in (DiskRole.ROOT, DiskRole.SECONDARY) and self.image:
             if self.image.kind not in (ImageKind.QCOW2, ImageKind.KERNEL):
                 errors["image"] = f"{self.image.name} cannot back a disk; choose a qcow2 image."

@@ -44,16 +44,21 @@ def settle(
     message: str = "",
     *,
     since: datetime | None = None,
+    at: datetime | None = None,
     **extra: object,
 ) -> bool:
-    """Move the instance from `expected` to `state`, only if it is still in `expected` (and,
-    given `since`, has not been claimed again since then: Shutdown and Force Shutdown share
-    Stopping, and a shutdown giving up must not undo a Force Shutdown asked for meanwhile)."""
+    """Move the instance from `expected` to `state` (as of `at`, default now), only if it is
+    still in `expected` (and, given `since`, has not been claimed again since then: Shutdown and
+    Force Shutdown share Stopping, and a shutdown giving up must not undo a Force Shutdown asked
+    for meanwhile). A transitional state settled `at` a time is a claim of that time."""
     rows = Instance.objects.filter(pk=instance_id, power_state=expected)
     if since is not None:
         rows = rows.filter(state_changed_at=since)
     updated = rows.update(
-        power_state=state, power_message=message[:300], state_changed_at=timezone.now(), **extra
+        power_state=state,
+        power_message=message[:300],
+        state_changed_at=at or timezone.now(),
+        **extra,
     )
     if updated:
         carrier = _carrier_for(state)
@@ -128,8 +133,9 @@ def machine_start(instance_id: int, claimed_at: str | None = None) -> None:
     instance = _claimed(instance_id, PowerState.STARTING, claimed_at)
     if instance is None:
         return
-    if claimed_at is None and instance.run_strategy not in AUTO_RESTART_STRATEGIES:
-        # an automatic restart, waiting out its delay while the user changed the strategy
+    if instance.restarts_in_a_row and instance.run_strategy not in AUTO_RESTART_STRATEGIES:
+        # an automatic restart (a user's request resets the count), waiting out its delay
+        # while the user changed the strategy
         settle(
             instance_id,
             PowerState.STARTING,

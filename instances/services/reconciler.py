@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 STUCK_AFTER_SECONDS = max(300, SHUTDOWN_TIMEOUT + 60)
 STEADY_RUN_SECONDS = 600  # a guest that ran this long before it stopped is not crash-looping
 RESTART_DELAY_MAX = 120  # well inside STUCK_AFTER_SECONDS: a waiting restart is not stuck
+LOST_RESTARTS_MAX = 10  # restarts in a row past which a lost one is settled, not asked again
 
 
 def restart_wanted(strategy: str, exit_kind: ExitKind) -> bool:
@@ -118,10 +119,11 @@ def _restart_lost(instance: Instance, running: bool) -> bool:
     if not (
         instance.power_state == PowerState.STARTING
         and not running
-        and instance.restarts_in_a_row
+        and 0 < instance.restarts_in_a_row < LOST_RESTARTS_MAX
         and instance.run_strategy in AUTO_RESTART_STRATEGIES
     ):
         return False
+    now = timezone.now()
     with transaction.atomic():
         if settle(
             instance.pk,
@@ -130,8 +132,10 @@ def _restart_lost(instance: Instance, running: bool) -> bool:
             "The automatic restart did not begin in time (its worker may have stopped); it was "
             "asked for again.",
             since=instance.state_changed_at,
+            at=now,
+            restarts_in_a_row=F("restarts_in_a_row") + 1,  # so that this, too, gives up
         ):
-            enqueue_host_task(instance, "instances.machine_start", instance.pk)
+            enqueue_host_task(instance, "instances.machine_start", instance.pk, now.isoformat())
     return True
 
 
@@ -154,12 +158,14 @@ def _stopped_by_itself(instance: Instance, exit_kind: ExitKind) -> None:
         delay = restart_delay(in_a_row)
         if delay:
             message += f" Restarting in {delay} s: restart {in_a_row} in a row."
+    now = timezone.now()
     with transaction.atomic():
         if not settle(
             instance.pk,
             PowerState.RUNNING,
             PowerState.STARTING if restart else PowerState.STOPPED,
             message if delay else "",
+            at=now,  # the restart's claim: no other Start's task acts on it, nor it on theirs
             last_exit=last_exit,
             auto_restarts=F("auto_restarts") + (1 if restart else 0),
             restarts_in_a_row=in_a_row,
@@ -174,4 +180,6 @@ def _stopped_by_itself(instance: Instance, exit_kind: ExitKind) -> None:
             message=message,
         )
         if restart:
-            enqueue_host_task(instance, "instances.machine_start", instance.pk, countdown=delay)
+            enqueue_host_task(
+                instance, "instances.machine_start", instance.pk, now.isoformat(), countdown=delay
+            )

@@ -136,11 +136,11 @@ def check_room(instance: Instance, disk: Disk, *, creating: bool = False) -> Non
             )
     sata = [d for d in others if effective_bus(d) == DiskBus.SATA]
     if effective_bus(disk) == DiskBus.SATA and len(sata) >= MAX_SATA_DEVICES:
-        instead = "detach one first" if disk.role == DiskRole.CDROM else "choose virtio instead"
+        fix = "give the disks virtio, or ask for fewer" if creating else "detach one first"
         raise ValidationError(
             {
                 "disk": f"{instance.name} has {MAX_SATA_DEVICES} SATA disks and CD-ROM drives, "
-                f"as many as an instance holds: {instead}."
+                f"as many as an instance holds: {fix}."
             }
         )
 

@@ -34,12 +34,26 @@ def test_a_force_shutdown_that_finished_during_the_launch_still_wins(starting):
 def test_an_automatic_restart_is_called_off_when_the_strategy_changed_during_its_delay(
     starting,
 ):
-    backend, instance = starting(lambda: None)  # Starting, from the reconciler: no claim
-    Instance.objects.filter(pk=instance.pk).update(run_strategy=RunStrategy.MANUAL)
-    machines.machine_start(instance.pk)
+    backend, instance = starting(lambda: None)
+    # Starting from the reconciler's third restart in a row; then the user chose Manual
+    Instance.objects.filter(pk=instance.pk).update(
+        restarts_in_a_row=3, run_strategy=RunStrategy.MANUAL
+    )
+    machines.machine_start(instance.pk, claim_of(instance))
     instance.refresh_from_db()
     assert (instance.power_state, instance.power_message) == (
         PowerState.STOPPED,
         "The automatic restart was called off: the run strategy is now Manual.",
     )
     assert not backend.running
+
+
+def test_a_restart_that_comes_late_leaves_a_users_start_alone(starting):
+    backend, instance = starting(lambda: None)  # the user's Start, under Manual
+    late = "2026-01-01T00:00:00+00:00"  # the claim of an automatic restart before it
+    machines.machine_start(instance.pk, late)
+    instance.refresh_from_db()
+    assert instance.power_state == PowerState.STARTING and not backend.running
+    machines.machine_start(instance.pk, claim_of(instance))  # the user's own task
+    instance.refresh_from_db()
+    assert instance.power_state == PowerState.RUNNING and backend.running

@@ -118,7 +118,8 @@ def test_a_guest_that_keeps_crashing_is_restarted_later_each_time(
         in_a_row + 1,
     )
     [sent] = queue.sent()
-    assert (sent.task, sent.args) == ("instances.machine_start", (instance.pk,))
+    claim = instance.state_changed_at.isoformat()  # a claim of its own, like a user's Start
+    assert (sent.task, sent.args) == ("instances.machine_start", (instance.pk, claim))
     if delay:
         assert instance.power_message == (
             f"Crashed; run strategy Always. Restarting in {delay} s: restart {in_a_row + 1} in "
@@ -182,7 +183,19 @@ def test_an_automatic_restart_lost_with_its_worker_is_asked_for_again(
         "The automatic restart did not begin in time (its worker may have stopped); it was "
         "asked for again.",
     )
-    assert instance.state_changed_at > long_ago
+    assert instance.state_changed_at > long_ago and instance.restarts_in_a_row == 3
     assert [(sent.task, sent.args) for sent in queue.sent()] == [
-        ("instances.machine_start", (instance.pk,))
+        ("instances.machine_start", (instance.pk, instance.state_changed_at.isoformat()))
     ]
+
+
+def test_a_restart_lost_again_and_again_is_settled_at_last(starting, launching_is_local):
+    _, instance = starting(lambda: None)
+    long_ago = timezone.now() - timedelta(seconds=reconciler.STUCK_AFTER_SECONDS + 1)
+    Instance.objects.filter(pk=instance.pk).update(
+        state_changed_at=long_ago,
+        run_strategy=RunStrategy.ALWAYS,
+        restarts_in_a_row=reconciler.LOST_RESTARTS_MAX,
+    )
+    reconciler.reconcile_host(instance.host)
+    assert Instance.objects.get(pk=instance.pk).power_state == PowerState.STOPPED

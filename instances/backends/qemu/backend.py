@@ -421,10 +421,14 @@ class QemuBackend:
             has_agent = self._agent_listening(run)
             if has_agent:
                 try:
-                    if self._agent(run).freeze_status() == "frozen":  # an earlier attempt's
+                    frozen_before = self._agent(run).freeze_status() == "frozen"
+                except BackendError as error:
+                    if error.retryable:  # no answer: frozen or not, it cannot be told
+                        raise
+                    has_agent = False  # this agent has no fsfreeze: the snapshot is unfrozen
+                else:
+                    if frozen_before:  # an earlier attempt's; if it cannot be thawed, retry
                         agent.thaw()
-                except BackendError:  # no fsfreeze in this agent, or no answer: unfrozen
-                    has_agent = False
             if snapshot_name in self._node_snapshots(monitor, disk_name):
                 return False
             frozen = has_agent and _freeze(agent)
