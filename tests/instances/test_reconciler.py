@@ -1,7 +1,7 @@
 """The host's reconciler, on a stand-in backend: adoption, Halted, stuck transitions, crash
 loops, links changed while an instance started, and one machine's error among many."""
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from django.utils import timezone
@@ -13,6 +13,13 @@ from instances.services import reconciler
 from tests.instances.standins import LaunchingBackend
 
 pytestmark = pytest.mark.django_db
+
+
+def stuck(instance: Instance, **fields: object) -> datetime:
+    """Put the instance's transition past the reconciler's patience; when it began."""
+    long_ago = timezone.now() - timedelta(seconds=reconciler.STUCK_AFTER_SECONDS + 1)
+    Instance.objects.filter(pk=instance.pk).update(state_changed_at=long_ago, **fields)
+    return long_ago
 
 
 @pytest.mark.parametrize(
@@ -78,8 +85,7 @@ def test_a_start_whose_worker_died_is_settled_from_the_host_with_a_message(
 ):
     backend, instance = starting(lambda: None)
     backend.running = True  # QEMU came up; the worker died before it recorded Running
-    long_ago = timezone.now() - timedelta(seconds=reconciler.STUCK_AFTER_SECONDS + 1)
-    Instance.objects.filter(pk=instance.pk).update(state_changed_at=long_ago)
+    stuck(instance)
     reconciler.reconcile_host(instance.host)
     instance.refresh_from_db()
     assert (instance.power_state, instance.power_message) == (
@@ -170,10 +176,7 @@ def test_an_automatic_restart_lost_with_its_worker_is_asked_for_again(
     starting, launching_is_local, host_queue_of, django_capture_on_commit_callbacks
 ):
     _, instance = starting(lambda: None)  # not running: the restart never began
-    long_ago = timezone.now() - timedelta(seconds=reconciler.STUCK_AFTER_SECONDS + 1)
-    Instance.objects.filter(pk=instance.pk).update(
-        state_changed_at=long_ago, run_strategy=RunStrategy.ALWAYS, restarts_in_a_row=2
-    )
+    long_ago = stuck(instance, run_strategy=RunStrategy.ALWAYS, restarts_in_a_row=2)
     queue = host_queue_of(instance)
     with django_capture_on_commit_callbacks(execute=True):
         reconciler.reconcile_host(instance.host)
@@ -191,11 +194,6 @@ def test_an_automatic_restart_lost_with_its_worker_is_asked_for_again(
 
 def test_a_restart_lost_again_and_again_is_settled_at_last(starting, launching_is_local):
     _, instance = starting(lambda: None)
-    long_ago = timezone.now() - timedelta(seconds=reconciler.STUCK_AFTER_SECONDS + 1)
-    Instance.objects.filter(pk=instance.pk).update(
-        state_changed_at=long_ago,
-        run_strategy=RunStrategy.ALWAYS,
-        restarts_in_a_row=reconciler.LOST_RESTARTS_MAX,
-    )
+    stuck(instance, run_strategy=RunStrategy.ALWAYS, restarts_in_a_row=reconciler.LOST_RESTARTS_MAX)
     reconciler.reconcile_host(instance.host)
     assert Instance.objects.get(pk=instance.pk).power_state == PowerState.STOPPED
