@@ -4,6 +4,7 @@ nothing: no rows, no audit events, no queued tasks."""
 import pytest
 
 from instances.models import AuditEvent, Disk, Instance, IPLease, NetworkInterface
+from tests.broker import BrokerQueue
 from tests.instances.manifests.conftest import MANIFEST
 
 pytestmark = pytest.mark.django_db
@@ -12,13 +13,13 @@ ALWAYS = MANIFEST.replace("  zone:", "  run_strategy: Always\n  zone:")
 
 
 @pytest.fixture
-def sent(monkeypatch):
-    """The Celery tasks sent to the broker, instead of sending them."""
-    from zopday.celery import app
-
-    tasks: list[str] = []
-    monkeypatch.setattr(app, "send_task", lambda name, **options: tasks.append(name))
-    return tasks
+def queue(settings):
+    """The queue of the host that instances made here are placed on: no worker reads it, so the
+    tasks the code sends stay there for the test to read back from the real broker."""
+    settings.ZOPDAY_HOST = "test-manifests"
+    queue = BrokerQueue("host.test-manifests")
+    yield queue
+    queue.forget()
 
 
 def rows():
@@ -28,7 +29,7 @@ def rows():
 
 
 def test_a_dry_run_prints_the_diff_and_creates_nothing(
-    apply, sent, django_capture_on_commit_callbacks
+    apply, queue, django_capture_on_commit_callbacks
 ):
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
         output = apply(ALWAYS, "--dry-run")
@@ -40,19 +41,19 @@ def test_a_dry_run_prints_the_diff_and_creates_nothing(
         "Dry run, nothing changed: 1 to create, 0 to change, 0 unchanged.",
     ]
     assert rows() == [0, 0, 0, 0, 0]
-    assert (callbacks, sent) == ([], [])
+    assert callbacks == [] and queue.sent() == []
 
 
 def test_the_same_run_without_dry_run_queues_the_start(
-    apply, sent, django_capture_on_commit_callbacks
+    apply, queue, django_capture_on_commit_callbacks
 ):
     with django_capture_on_commit_callbacks(execute=True):
         apply(ALWAYS)
-    assert sent == ["instances.machine_start"]
+    assert [message.task for message in queue.sent()] == ["instances.machine_start"]
 
 
 def test_a_dry_run_changes_nothing_on_an_existing_instance(
-    apply, sent, django_capture_on_commit_callbacks
+    apply, queue, django_capture_on_commit_callbacks
 ):
     apply(MANIFEST)
     before = rows()
@@ -69,7 +70,7 @@ def test_a_dry_run_changes_nothing_on_an_existing_instance(
     instance = Instance.objects.get()
     assert (instance.run_strategy, instance.power_state) == ("Manual", "stopped")
     assert instance.disks.get(name="web-1-data").size_gb == 10
-    assert (callbacks, sent) == ([], [])
+    assert callbacks == [] and queue.sent() == []
 
 
 def test_a_dry_run_finds_what_only_the_services_check(refused, apply, subnet):
