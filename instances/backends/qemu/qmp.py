@@ -25,6 +25,8 @@ from .turns import socket_turn
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
+HAND_OVER_SECONDS = 0.05  # time a woken caller gets to record the answer (see _hand_over)
+
 
 class CommandRefused(BackendError):
     """QEMU answered a command with an error; `error_class` is QMP's (e.g. "DeviceNotFound")."""
@@ -98,6 +100,7 @@ class Monitor:
                 status = await client.execute("query-status")
                 if isinstance(status, dict) and status.get("status") in states:
                     answer.set_result(True)
+                    await _hand_over()
                     return
                 step.command = f"a {'/'.join(sorted(events))} event"
                 # QEMU exiting ends the connection without an event; so does a dropped client
@@ -109,6 +112,7 @@ class Monitor:
                 answer.set_result(got in done)
                 for task in pending:
                     task.cancel()
+            await _hand_over()
 
         await self._session(work, self.timeout + timeout)
 
@@ -161,6 +165,16 @@ class _Step:
     """What a session is doing, for its error messages."""
 
     command: str
+
+
+async def _hand_over() -> None:
+    """Let the caller, woken by the answer, act on it before this thread closes the session.
+
+    The caller needs the interpreter lock to run, and a thread that keeps running Python (the
+    closing) holds it until it blocks or for up to 5 ms (sys.getswitchinterval()): that delay
+    would fall between the guest's power-off and the instance reading Stopped. Waiting here
+    blocks this thread's event loop, which releases the lock."""
+    await asyncio.sleep(HAND_OVER_SECONDS)
 
 
 async def _gone(client: QMPClient) -> None:

@@ -20,6 +20,7 @@ import pytest
 from instances.backends.base import BackendError, CloudInitSeed, ExitKind, FirmwareSpec, Power
 from instances.backends.qemu import QemuBackend, process
 from instances.backends.qemu import agent as agent_module
+from instances.backends.qemu import qmp as qmp_module
 from instances.backends.qemu.agent import GuestAgent
 from instances.backends.qemu.firmware import firmware_for, prepare_vars
 from instances.backends.qemu.network import bridge_name, tap_name
@@ -417,6 +418,20 @@ def test_a_status_wait_answers_from_the_monitor_and_hands_its_errors_to_the_call
     with pytest.raises(BackendError, match="monitor socket is not available") as raised:
         gone.wait_for_status({"shutdown"}, {"SHUTDOWN"}, 5)
     assert raised.value.retryable
+
+
+def test_a_status_wait_answers_before_it_closes_its_session(fake_qemu, monkeypatch):
+    """The caller records the power-off first; closing the monitor's session waits for it."""
+    monkeypatch.setattr(qmp_module, "HAND_OVER_SECONDS", 2.0)
+    off = Monitor(fake_qemu("shutdown")._run_folder("i-1").qmp_socket)
+    asked = time.monotonic()
+    assert off.wait_for_status({"shutdown"}, {"SHUTDOWN"}, 5)
+    answered = time.monotonic()
+    watches = [t for t in threading.enumerate() if t.name == f"qmp-watch {off.socket_path}"]
+    assert answered - asked < 2.0 and watches  # the session is still open, not yet closing
+    for watch in watches:
+        watch.join(10)
+        assert not watch.is_alive()
 
 
 def test_a_stale_reader_never_ends_the_run_a_start_began_meanwhile(fake_qemu):
