@@ -135,8 +135,9 @@ class Backend(Protocol):
     def define(self, spec: MachineSpec) -> None:
         """Prepare everything the machine needs to start (run folder, disks, seed). Idempotent."""
 
-    def start(self, spec: MachineSpec) -> None:
-        """Power the machine on, defining it first as needed; a running machine is left alone."""
+    def start(self, spec: MachineSpec) -> bool:
+        """Power the machine on, defining it first as needed; a running machine is left alone.
+        True when this call powered it on, False when it was running already."""
 
     def shutdown(self, machine_id: str) -> None:
         """ACPI power button: the guest decides how to power off."""

@@ -148,9 +148,8 @@ def machine_start(instance_id: int, claimed_at: str | None = None) -> None:
     backend = backend_named(instance.backend)
     try:
         spec = machine_spec(instance)
-        launching = backend.status(spec.id).power != Power.RUNNING
-        if launching:
-            backend.start(spec)  # defines the machine first, under its lock
+        # defines the machine first, under its lock; False when another start launched it
+        launching = backend.start(spec)
     except BackendError as error:
         _fail(instance, PowerState.STARTING, error, "start")
         return

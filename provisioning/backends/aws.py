@@ -202,19 +202,21 @@ class AwsVmBackend:
     def define(self, spec: MachineSpec) -> None:
         """Nothing to prepare: the job's stepCreateVMs made the VM."""
 
-    def start(self, spec: MachineSpec) -> None:
+    def start(self, spec: MachineSpec) -> bool:
         target = self._job_vm(spec.id)
         vm = self._usable(target)
         deadline = time.monotonic() + SETTLE_SECONDS  # one wait in all: the task's time is limited
         if vm.state == "stopping":  # EC2 refuses to start a VM until it has stopped
             self._wait_for(target, frozenset({"stopped"}), SETTLE_SECONDS)
-        if vm.state not in ("pending", "running"):
+        launching = vm.state not in ("pending", "running")
+        if launching:
             self._call(target, "start_instances")
         remaining = max(0.0, deadline - time.monotonic())
         running = self._reach(
             target, "running", remaining, f"did not reach running within {SETTLE_SECONDS} s."
         )
         self._record(target, running)
+        return launching
 
     def shutdown(self, machine_id: str) -> None:
         """StopInstances: EC2 shuts the guest OS down cleanly (then powers the VM off)."""

@@ -18,9 +18,12 @@ class LaunchingBackend:
     def status(self, machine_id: str) -> MachineStatus:
         return MachineStatus(Power.RUNNING if self.running else Power.STOPPED)
 
-    def start(self, spec) -> None:  # type: ignore[no-untyped-def]
+    def start(self, spec) -> bool:  # type: ignore[no-untyped-def]
         self.meanwhile()
+        if self.running:  # another start launched it meanwhile
+            return False
         self.running = True
+        return True
 
     def force_stop(self, machine_id: str) -> None:
         self.force_stops += 1

@@ -20,6 +20,17 @@ def test_a_start_records_running_with_every_hotplug_port_free(starting):
     assert instance.hotplugged_disks == 0
 
 
+def test_a_start_that_finds_its_machine_launched_by_another_keeps_the_hotplug_count(starting):
+    def other_start_launched() -> None:  # e.g. a second worker's task for the same Start
+        backend.running = True
+
+    backend, instance = starting(other_start_launched)
+    Instance.objects.filter(pk=instance.pk).update(hotplugged_disks=2)  # plugged since it launched
+    machines.machine_start(instance.pk, claim_of(instance))
+    instance.refresh_from_db()
+    assert instance.power_state == PowerState.RUNNING and instance.hotplugged_disks == 2
+
+
 def test_a_force_shutdown_that_finished_during_the_launch_still_wins(starting):
     def force_shutdown_done() -> None:  # claimed and found nothing running yet
         Instance.objects.filter(pk=instance.pk).update(power_state=PowerState.STOPPED)

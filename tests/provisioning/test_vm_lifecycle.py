@@ -73,7 +73,8 @@ def test_the_backend_reads_and_changes_the_ec2_state(aws, landed):
     assert ec2_state(aws, ec2_id) == "stopped"
     assert backend.status(first.machine_id).exit == ExitKind.REQUESTED
     assert vm_states(landed)[ec2_id] == "stopped"
-    backend.start(backend_spec(first))
+    assert backend.start(backend_spec(first))  # it was stopped: this call started it
+    assert not backend.start(backend_spec(first))  # running: left alone
     assert ec2_state(aws, ec2_id) == "running"
     assert vm_states(landed)[ec2_id] == "ready"
     proxy = SlowProxy(aws, hold=b"Action=RebootInstances", seconds=0)

@@ -133,13 +133,14 @@ class QemuBackend:
         if firmware is not None:
             prepare_vars(run, firmware, persistent=True)
 
-    def start(self, spec: MachineSpec) -> None:
-        """Launch QEMU (detached: it outlives the caller); a running machine is left alone."""
+    def start(self, spec: MachineSpec) -> bool:
+        """Launch QEMU (detached: it outlives the caller); a running machine is left alone.
+        Whether this call launched it."""
         spec = self._resolve(spec)
         run = self._run_folder(spec.id)
         with run.lock():
             if self._settle(run).power is Power.RUNNING:
-                return
+                return False
             self.define(spec)
             if shutil.which(self.qemu_binary) is None:
                 raise BackendError(
@@ -182,6 +183,7 @@ class QemuBackend:
                 except BackendError:
                     self._end_run(run, pid, ExitKind.REQUESTED, monitor=False)
                     raise
+        return True
 
     def shutdown(self, machine_id: str) -> None:
         """Press the ACPI power button; the guest decides. The stop reads REQUESTED afterwards.
