@@ -52,6 +52,7 @@ from django.conf import settings  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
+from instances.access import instance_for_user  # noqa: E402
 from instances.backends import backend_named  # noqa: E402
 from instances.backends.qemu.cmdline import LaunchOptions, build_argv  # noqa: E402
 from instances.backends.qemu.run_folder import RunFolder  # noqa: E402
@@ -107,11 +108,21 @@ def state_reader(instance_id: int):  # type: ignore[no-untyped-def]
     return lambda: db.execute(query, (instance_id,)).fetchone()[0]
 
 
+def as_the_view(instance: Instance, user) -> tuple[Instance, object]:  # type: ignore[no-untyped-def]
+    """What a power button's view has done when it calls the service: a request's own user
+    object, and the instance read with the user's role (which the service then checks)."""
+    request_user = get_user_model().objects.get(pk=user.pk)
+    instance, _ = instance_for_user(request_user, instance.project.slug, instance.pk)
+    _ = instance.project  # loaded by the page's access check
+    return instance, request_user
+
+
 def product_run(instance: Instance, user) -> tuple[float, float]:  # type: ignore[no-untyped-def]
     log = backend_named("qemu").serial_log(instance.machine_id)
     seen = prompts(log)
+    instance, request_user = as_the_view(instance, user)
     started = time.perf_counter()
-    power.instance_start(instance=instance, actor=user)
+    power.instance_start(instance=instance, actor=request_user)
     wait(lambda: prompts(log) > seen, "the prompt")
     booted = time.perf_counter() - started
 
@@ -119,12 +130,11 @@ def product_run(instance: Instance, user) -> tuple[float, float]:  # type: ignor
         lambda: Instance.objects.filter(pk=instance.pk, power_state=PowerState.RUNNING).exists(),
         "Running",
     )
-    instance.refresh_from_db()
-    _ = instance.project  # loaded before the clock starts, as the page's access check does
     power_state = state_reader(instance.pk)
     time.sleep(SETTLE)
+    instance, request_user = as_the_view(instance, user)
     started = time.perf_counter()
-    power.instance_shutdown(instance=instance, actor=user)
+    power.instance_shutdown(instance=instance, actor=request_user)
     wait(lambda: power_state() == PowerState.STOPPED, "Stopped", step=0.0005)
     stopped = time.perf_counter() - started
     instance.refresh_from_db()

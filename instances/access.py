@@ -15,21 +15,38 @@ from instances.choices import Role
 from instances.models import Disk, Instance, Membership, Project, SSHKey, Subnet
 
 User = AbstractBaseUser | AnonymousUser
+ROLES_HELD = "_project_roles"  # the user object's attribute that holds the roles read
 M = TypeVar("M", bound=models.Model)
 
 
 def project_role(user: User, project: Project) -> Role | None:
-    """The user's role in the project; superusers are admins everywhere; None for outsiders."""
+    """The user's role in the project; superusers are admins everywhere; None for outsiders.
+
+    Read once per user object, as Django's ModelBackend keeps permissions: a request's user is
+    its own object, so the page's access check and the service it calls share one query, and
+    the next request reads the role afresh. forget_roles() drops what a user object holds."""
     if not user.is_authenticated or not user.is_active:
         return None
     if getattr(user, "is_superuser", False):
         return Role.ADMIN
-    role = (
-        Membership.objects.filter(project=project, user_id=user.pk)
-        .values_list("role", flat=True)
-        .first()
-    )
-    return Role(role) if role else None
+    roles: dict[int, Role | None] | None = getattr(user, ROLES_HELD, None)
+    if roles is None:
+        roles = {}
+        setattr(user, ROLES_HELD, roles)
+    if project.pk not in roles:
+        role = (
+            Membership.objects.filter(project=project, user_id=user.pk)
+            .values_list("role", flat=True)
+            .first()
+        )
+        roles[project.pk] = Role(role) if role else None
+    return roles[project.pk]
+
+
+def forget_roles(user: User) -> None:
+    """Make the next project_role() of this user object read the database."""
+    if hasattr(user, ROLES_HELD):
+        delattr(user, ROLES_HELD)
 
 
 def require_role(user: User, project: Project, required: Role) -> Role:

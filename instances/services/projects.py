@@ -3,6 +3,7 @@
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
+from instances.access import forget_roles
 from instances.choices import Role
 from instances.models import Membership, Project
 from instances.services.audit import audit_record
@@ -23,6 +24,7 @@ def membership_set(
     membership, created = Membership.objects.update_or_create(
         project=project, user=user, defaults={"role": role}
     )
+    forget_roles(user)
     audit_record(
         actor=actor,
         action="membership.add" if created else "membership.change",

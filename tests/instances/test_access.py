@@ -70,3 +70,25 @@ def test_inactive_members_have_no_role(project, viewer):
 
     with pytest.raises(Http404):
         project_for_user(viewer, project.slug)
+
+
+def test_a_user_object_reads_its_role_once_and_a_role_change_is_read_afresh(
+    project, viewer, owner, django_assert_num_queries
+):
+    from instances.access import project_role
+    from instances.services import membership_set
+
+    with django_assert_num_queries(1):
+        assert project_role(viewer, project) is Role.VIEWER
+        assert project_role(viewer, project) is Role.VIEWER  # the page's check, then its service
+    membership_set(project=project, user=viewer, role=Role.OPERATOR, actor=owner)
+    assert project_role(viewer, project) is Role.OPERATOR
+
+
+def test_each_request_reads_the_role_afresh(client, project, viewer):
+    """A request's user is its own object: a role taken away is gone on the next request."""
+    client.force_login(viewer)
+    page = reverse("project-overview", args=[project.slug])
+    assert client.get(page).status_code == 200
+    Membership.objects.filter(user=viewer).delete()
+    assert client.get(page).status_code == 404
