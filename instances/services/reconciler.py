@@ -23,7 +23,7 @@ from instances.choices import (
 )
 from instances.models import Instance, NetworkInterface
 from instances.services.audit import audit_record
-from instances.services.machines import SHUTDOWN_TIMEOUT, settle
+from instances.services.machines import SHUTDOWN_TIMEOUT, machine_set_link, settle
 from instances.services.queueing import enqueue_host_task
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,8 @@ def reconcile_host(host: str) -> None:
     2. Stopped in the database, running in reality (adopted after a restart): mark it running;
        under Halted, stop it.
     3. Stuck in a transitional state (its worker died): settle it from what the backend reports.
-    4. Running in both: refresh the carrier state of its NICs.
+    4. Running in both: refresh the carrier state of its NICs, and apply a link state the
+       user changed while it started (the link's own task found it not yet running).
     """
     stuck_before = timezone.now() - timedelta(seconds=STUCK_AFTER_SECONDS)
     local = Instance.objects.filter(host=host, backend__in=LOCAL_BACKENDS)
@@ -105,7 +106,7 @@ def _reconcile(instance: Instance, stuck_before: datetime) -> None:
                 continue
             up = status.links[nic.name]
             if up != (nic.link_desired == LinkState.UP):  # changed while it started: apply it
-                enqueue_host_task(instance, "instances.nic_set_link", nic.pk)
+                machine_set_link(nic.pk)  # here, not queued: a busy worker would get one a pass
                 continue
             carrier = CarrierState.UP if up else CarrierState.DOWN
             if nic.carrier != carrier:

@@ -14,6 +14,7 @@ class LaunchingBackend:
         self.meanwhile = meanwhile
         self.running = False
         self.force_stops = 0
+        self.links: list[tuple[str, bool]] = []  # set_link's calls: NIC name, up
 
     def status(self, machine_id: str) -> MachineStatus:
         return MachineStatus(Power.RUNNING if self.running else Power.STOPPED)
@@ -28,6 +29,10 @@ class LaunchingBackend:
     def force_stop(self, machine_id: str) -> None:
         self.force_stops += 1
         self.running = False
+
+    def set_link(self, machine_id: str, nic_name: str, up: bool) -> bool:
+        self.links.append((nic_name, up))
+        return True
 
 
 def claim_of(instance: Instance) -> str:

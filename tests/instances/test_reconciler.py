@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 
 from instances.backends.base import ExitKind, MachineStatus, Power
-from instances.choices import LinkState, PowerState, RunStrategy
+from instances.choices import CarrierState, LinkState, PowerState, RunStrategy
 from instances.models import AuditEvent, Instance, NetworkInterface
 from instances.services import reconciler
 from tests.instances.standins import LaunchingBackend
@@ -154,22 +154,26 @@ def test_a_guest_that_ran_a_while_before_it_crashed_is_restarted_at_once(
     assert [sent.eta for sent in queue.sent()] == [None]
 
 
-def test_a_link_changed_while_the_instance_started_is_applied_by_the_reconciler(
+def test_a_link_changed_while_the_instance_started_is_applied_by_the_reconciler_once(
     starting, launching_is_local, host_queue_of, monkeypatch, django_capture_on_commit_callbacks
 ):
     backend, instance = starting(lambda: None)
     eth0 = instance.nics.get()
     Instance.objects.filter(pk=instance.pk).update(power_state=PowerState.RUNNING)
     NetworkInterface.objects.filter(pk=eth0.pk).update(link_desired=LinkState.DOWN)
+    links = {"eth0": True}
     monkeypatch.setattr(
-        backend, "status", lambda machine_id: MachineStatus(Power.RUNNING, links={"eth0": True})
+        backend, "status", lambda machine_id: MachineStatus(Power.RUNNING, links=dict(links))
     )
     queue = host_queue_of(instance)
     with django_capture_on_commit_callbacks(execute=True):
         reconciler.reconcile_host(instance.host)
-    assert [(sent.task, sent.args) for sent in queue.sent()] == [
-        ("instances.nic_set_link", (eth0.pk,))
-    ]
+    assert backend.links == [("eth0", False)] and queue.sent() == []
+    assert NetworkInterface.objects.get(pk=eth0.pk).carrier == CarrierState.DOWN
+
+    links["eth0"] = False  # applied: the next pass finds nothing to do
+    reconciler.reconcile_host(instance.host)
+    assert backend.links == [("eth0", False)]
 
 
 def test_an_automatic_restart_lost_with_its_worker_is_asked_for_again(
