@@ -106,7 +106,7 @@ def _reconcile(instance: Instance, stuck_before: datetime) -> None:
                 continue
             up = status.links[nic.name]
             if up != (nic.link_desired == LinkState.UP):  # changed while it started: apply it
-                machine_set_link(nic.pk)  # here, not queued: a busy worker would get one a pass
+                machine_set_link(nic.pk)  # in this pass: a task queued each pass would pile up
                 continue
             carrier = CarrierState.UP if up else CarrierState.DOWN
             if nic.carrier != carrier:
