@@ -224,8 +224,8 @@ class DiskAdmin(ShownOnly, admin.ModelAdmin):
 
 @admin.register(DiskSnapshot)
 class DiskSnapshotAdmin(ShownOnly, admin.ModelAdmin):
-    list_display = ["name", "disk", "consistent", "created_at"]
-    list_filter = ["consistent"]
+    list_display = ["name", "disk", "state", "consistent", "created_at"]
+    list_filter = ["state", "consistent"]
     search_fields = ["name", "disk__name"]
     list_select_related = ["disk"]
 

@@ -91,6 +91,15 @@ class DiskRole(models.TextChoices):
     CONTAINER = "container", "Container disk"
 
 
+class SnapshotState(models.TextChoices):
+    """A disk snapshot: asked for, then taken on the instance's host, or failed (the name stays
+    reserved: QEMU may still finish writing it, and asking again with it retries)."""
+
+    TAKING = "taking", "Taking"
+    READY = "ready", "Ready"
+    FAILED = "failed", "Failed"
+
+
 class ImageKind(models.TextChoices):
     KERNEL = "kernel", "Kernel + initrd"
     QCOW2 = "qcow2", "qcow2 cloud image"

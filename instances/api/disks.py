@@ -18,7 +18,7 @@ from instances.api.schemas import (
     SnapshotOut,
 )
 from instances.choices import Role
-from instances.models import Disk
+from instances.models import Disk, DiskSnapshot
 from instances.selectors import chosen
 from instances.services import storage
 
@@ -84,9 +84,18 @@ def disk_resize(request: HttpRequest, slug: Slug, disk_id: Id, payload: DiskResi
     return disk
 
 
+@router.get(
+    "/projects/{slug}/disks/{disk_id}/snapshots", response={200: list[SnapshotOut], **ERRORS}
+)
+def disk_snapshot_list(request: HttpRequest, slug: Slug, disk_id: Id) -> list[DiskSnapshot]:
+    return list(object_for(Disk, request, slug, disk_id).snapshots.all())
+
+
 @router.post("/projects/{slug}/disks/{disk_id}/snapshots", response={201: SnapshotOut, **REFUSALS})
 def disk_snapshot(request: HttpRequest, slug: Slug, disk_id: Id, payload: SnapshotIn) -> Status:
-    """The guest's filesystems are frozen around the snapshot when it runs."""
+    """The guest's filesystems are frozen around the snapshot when it runs. It is taken on the
+    instance's host: its state goes from taking to ready, or to failed with the reason; the
+    name of a failed snapshot, asked for again, retries it."""
     disk = object_for(Disk, request, slug, disk_id, Role.OPERATOR)
     snapshot = storage.disk_snapshot(disk=disk, actor=request_user(request), name=payload.name)
     return Status(201, snapshot)

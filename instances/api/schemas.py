@@ -29,6 +29,7 @@ from instances.choices import (
     PowerState,
     Role,
     RunStrategy,
+    SnapshotState,
     UserDataMode,
 )
 from instances.models import Disk, ElasticIP, Image, Instance, NetworkInterface
@@ -173,7 +174,11 @@ class SnapshotOut(Schema):
     id: int
     disk: int
     name: str
-    consistent: bool
+    state: SnapshotState = Field(
+        description="taking, then ready or failed; asking again for a failed one retries it"
+    )
+    message: str = Field(description="Why it failed.")
+    consistent: bool = Field(description="The guest's filesystems were frozen for it.")
     created_at: datetime
 
     @staticmethod

@@ -2,7 +2,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from instances.choices import DiskBus, DiskRole, ImageKind
+from instances.choices import DiskBus, DiskRole, ImageKind, SnapshotState
 
 
 class Disk(models.Model):
@@ -85,10 +85,14 @@ class Disk(models.Model):
 
 class DiskSnapshot(models.Model):
     """A point-in-time copy of a disk (internal qcow2 snapshot); consistent when the guest agent
-    froze the filesystems around it."""
+    froze the filesystems around it. The disk's file holds it under its name."""
 
     disk = models.ForeignKey(Disk, on_delete=models.CASCADE, related_name="snapshots")
     name = models.CharField(max_length=63)
+    state = models.CharField(
+        max_length=8, choices=SnapshotState.choices, default=SnapshotState.TAKING
+    )
+    message = models.CharField(max_length=300, blank=True, help_text="Why it failed.")
     consistent = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -26,6 +26,7 @@ from instances.choices import (
     Outcome,
     PowerState,
     RunStrategy,
+    SnapshotState,
 )
 from instances.models import Disk, DiskSnapshot, Instance, NetworkInterface
 from instances.services.audit import audit_record
@@ -301,12 +302,17 @@ def disk_resize(disk_id: int) -> None:
 def disk_snapshot(snapshot_id: int) -> None:
     """Take the snapshot; it is consistent when the guest froze its filesystems for it."""
     snapshot = DiskSnapshot.objects.select_related("disk__instance").filter(pk=snapshot_id).first()
-    if snapshot is None or snapshot.disk.instance is None:
+    if snapshot is None:
         return
     instance = snapshot.disk.instance
+    if instance is None:  # its machine's folder holds the disk's file: a detached disk has none
+        disk_snapshot_failed(snapshot_id, "The disk was detached before it could be taken.")
+        return
     backend = backend_named(instance.backend)
     frozen = backend.snapshot_disk(instance.machine_id, snapshot.disk.device_name, snapshot.name)
-    DiskSnapshot.objects.filter(pk=snapshot_id).update(consistent=frozen)
+    DiskSnapshot.objects.filter(pk=snapshot_id).update(
+        state=SnapshotState.READY, consistent=frozen, message=""
+    )
 
 
 # what a device task was doing, for the event that says it failed: its model, and the words
@@ -341,12 +347,16 @@ def device_task_failed(task_name: str, object_id: int, message: str) -> None:
 
 
 def disk_snapshot_failed(snapshot_id: int, message: str) -> None:
-    """The snapshot could not be taken, even after retries: its record goes, and the disk's
-    instance says why in its events."""
+    """The snapshot could not be taken, even after retries: its record says so and why, and so
+    do the events of the disk's instance. The record stays, keeping its name from a new
+    snapshot: QEMU may yet finish one it timed out on, under that name (asking again for the
+    snapshot retries it, and counts such a late one as taken)."""
     snapshot = DiskSnapshot.objects.select_related("disk__project").filter(pk=snapshot_id).first()
     if snapshot is None:
         return
-    snapshot.delete()
+    DiskSnapshot.objects.filter(pk=snapshot_id).update(
+        state=SnapshotState.FAILED, message=message[:300]
+    )
     audit_record(
         actor=None,
         action="disk.snapshot",

@@ -8,7 +8,7 @@ from django.db.models import F, Q
 from instances import actions
 from instances.access import project_role
 from instances.backends.base import HOTPLUG_DISKS, MAX_SATA_DEVICES
-from instances.choices import DiskBus, DiskRole, ImageKind, PowerState
+from instances.choices import DiskBus, DiskRole, ImageKind, PowerState, SnapshotState
 from instances.errors import ActionRefused
 from instances.models import Disk, DiskSnapshot, Image, Instance, Project
 from instances.services.audit import audit_record
@@ -223,13 +223,19 @@ def disk_snapshot(*, disk: Disk, actor: AbstractBaseUser, name: str) -> DiskSnap
     except ValidationError as error:
         raise ValidationError({"name": error.messages}) from None
     taken = ValidationError({"name": f"{disk.name} already has a snapshot called {name}."})
-    if disk.snapshots.filter(name=name).exists():
-        raise taken
     with transaction.atomic():
-        try:  # the same name asked for twice at once: the unique constraint picks one
-            snapshot = DiskSnapshot.objects.create(disk=disk, name=name)
-        except IntegrityError:
-            raise taken from None
+        failed = disk.snapshots.filter(name=name, state=SnapshotState.FAILED)
+        # asking again for a failed snapshot retries it: the host finds one QEMU finished late
+        if failed.update(state=SnapshotState.TAKING, message=""):
+            snapshot = disk.snapshots.get(name=name)
+        elif disk.snapshots.filter(name=name).exists():
+            raise taken
+        else:
+            try:  # the same name asked for twice at once: the unique constraint picks one
+                with transaction.atomic():
+                    snapshot = DiskSnapshot.objects.create(disk=disk, name=name)
+            except IntegrityError:
+                raise taken from None
         audit_record(actor=actor, action="disk.snapshot", project=disk.project, target=snapshot)
         enqueue_host_task(disk.instance, "instances.disk_snapshot", snapshot.pk)
     return snapshot

@@ -1,14 +1,15 @@
 """Device tasks on the worker: a snapshot's record says whether the guest was frozen for it; errors
 the backend calls retryable are tried again; a task that fails for good says so on the instance
-(and a snapshot's record goes)."""
+(and a snapshot's record keeps its name, failed, until asked for again)."""
 
 import pytest
+from django.core.exceptions import ValidationError
 
-from instances import tasks
+from instances import backends, tasks
 from instances.backends.base import BackendError
-from instances.choices import CarrierState, LinkState, Outcome, PowerState
-from instances.models import AuditEvent, DiskSnapshot, NetworkInterface
-from instances.services import machines
+from instances.choices import CarrierState, LinkState, Outcome, PowerState, SnapshotState
+from instances.models import AuditEvent, Disk, DiskSnapshot, NetworkInterface
+from instances.services import machines, storage
 
 
 class SnapshottingBackend:
@@ -46,29 +47,68 @@ def snapshot_with(on_backend):
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("frozen", [True, False])
-def test_a_snapshot_is_consistent_when_the_guest_was_frozen_for_it(snapshot_with, frozen):
+def test_a_snapshot_is_ready_and_consistent_when_the_guest_was_frozen_for_it(snapshot_with, frozen):
     _, snapshot = snapshot_with(frozen)
+    assert snapshot.state == SnapshotState.TAKING
     machines.disk_snapshot(snapshot.pk)
     snapshot.refresh_from_db()
-    assert snapshot.consistent is frozen
+    assert (snapshot.state, snapshot.consistent) == (SnapshotState.READY, frozen)
+
+
+NO_SPACE = "QEMU refused blockdev-snapshot-internal-sync: no space left on device"
 
 
 @pytest.mark.django_db(transaction=True)  # the task's end closes the connection, as in a worker
 @pytest.mark.parametrize(("retryable", "calls"), [(False, 1), (True, 4)])
-def test_a_snapshot_that_cannot_be_taken_goes_and_the_instance_says_why(
+def test_a_snapshot_that_cannot_be_taken_says_why_and_the_instance_too(
     snapshot_with, retryable, calls
 ):
-    error = BackendError(
-        "QEMU refused blockdev-snapshot-internal-sync: no space left on device", retryable=retryable
-    )
-    backend, snapshot = snapshot_with(error)
+    backend, snapshot = snapshot_with(BackendError(NO_SPACE, retryable=retryable))
     assert tasks.disk_snapshot.apply(args=[snapshot.pk]).failed()
     assert backend.calls == calls  # a retryable error: the first try and three more
-    assert not DiskSnapshot.objects.exists()
+    snapshot.refresh_from_db()
+    assert (snapshot.state, snapshot.message) == (SnapshotState.FAILED, NO_SPACE)
     event = AuditEvent.objects.get(action="disk.snapshot", outcome=Outcome.FAILURE)
-    assert event.message == (
-        "Snapshot before-upgrade of web-1-root failed: QEMU refused "
-        "blockdev-snapshot-internal-sync: no space left on device"
+    assert event.message == f"Snapshot before-upgrade of web-1-root failed: {NO_SPACE}"
+
+
+@pytest.mark.django_db
+def test_a_failed_snapshot_keeps_its_name_and_asking_again_retries_it(
+    snapshot_with, operator, monkeypatch, django_capture_on_commit_callbacks
+):
+    """QEMU may finish a snapshot after the task gave up on it: a new snapshot of that name
+    would then be counted as taken, holding the old disk's data. Only a retry of the failed
+    one may take the name; the backend counts a snapshot it finds under it as taken."""
+    monkeypatch.setattr(backends, "LOCAL_BACKENDS", frozenset({"snapshotting"}))  # users' disks
+    backend, snapshot = snapshot_with(BackendError(NO_SPACE))
+    machines.device_task_failed("instances.disk_snapshot", snapshot.pk, NO_SPACE)  # as the task
+
+    backend.answer = False  # found taken: not known to be frozen
+    with django_capture_on_commit_callbacks() as callbacks:
+        again = storage.disk_snapshot(disk=snapshot.disk, actor=operator, name=snapshot.name)
+    assert again.pk == snapshot.pk and len(callbacks) == 1
+    again.refresh_from_db()
+    assert (again.state, again.message) == (SnapshotState.TAKING, "")
+    machines.disk_snapshot(snapshot.pk)
+    again.refresh_from_db()
+    assert (again.state, again.consistent) == (SnapshotState.READY, False)
+    assert DiskSnapshot.objects.count() == 1
+    with pytest.raises(ValidationError, match="already has a snapshot called before-upgrade"):
+        storage.disk_snapshot(disk=snapshot.disk, actor=operator, name=snapshot.name)
+
+
+@pytest.mark.django_db
+def test_the_snapshot_of_a_disk_detached_before_it_was_taken_fails_with_that_reason(
+    snapshot_with,
+):
+    backend, snapshot = snapshot_with(True)
+    Disk.objects.filter(pk=snapshot.disk_id).update(instance=None)
+    machines.disk_snapshot(snapshot.pk)
+    snapshot.refresh_from_db()
+    assert backend.calls == 0
+    assert (snapshot.state, snapshot.message) == (
+        SnapshotState.FAILED,
+        "The disk was detached before it could be taken.",
     )
 
 

@@ -3,8 +3,8 @@
 import pytest
 from django.urls import reverse
 
-from instances.choices import PowerState
-from instances.models import AuditEvent, Instance
+from instances.choices import PowerState, SnapshotState
+from instances.models import AuditEvent, DiskSnapshot, Instance
 from instances.services.instances import instance_create
 from tests.factories import ImageFactory, SubnetFactory, instance_request
 
@@ -199,6 +199,28 @@ def test_the_storage_tab_says_why_detach_is_disabled_while_running(client_for, i
         "Stop the instance before detaching a persistent disk"
         in client_for("operator").get(url).text
     )
+
+
+def test_the_storage_tab_shows_each_snapshots_state_and_retries_a_failed_one(
+    client_for, instance, project, django_capture_on_commit_callbacks
+):
+    disk = instance.disks.get()
+    DiskSnapshot.objects.create(disk=disk, name="nightly")
+    DiskSnapshot.objects.create(
+        disk=disk, name="before-upgrade", state=SnapshotState.FAILED, message="No space left."
+    )
+    url = reverse("instance-detail", args=[project.slug, instance.pk]) + "?tab=storage"
+    html = client_for("operator").get(url).text
+    assert 'nightly <small class="muted">(taking…)</small>' in html
+    assert "(failed: No space left.)" in html and "<button>Retry</button>" in html
+    assert "<button>Retry</button>" not in client_for("viewer").get(url).text
+
+    retry = reverse("instance-disk-action", args=[project.slug, instance.pk, "snapshot"])
+    with django_capture_on_commit_callbacks() as callbacks:
+        client_for("operator").post(retry, {"disk": disk.pk, "name": "before-upgrade"})
+    assert len(callbacks) == 1
+    retried = DiskSnapshot.objects.get(name="before-upgrade")
+    assert (retried.state, retried.message) == (SnapshotState.TAKING, "")
 
 
 def test_the_primary_link_toggle_asks_for_confirmation(client_for, instance, project):

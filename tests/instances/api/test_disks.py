@@ -134,6 +134,25 @@ def test_an_attached_disk_is_snapshotted_once_per_name(
     assert DiskSnapshot.objects.count() == 1
 
 
+def test_a_disks_snapshots_list_their_state_and_a_failed_one_is_retried_by_name(
+    api_for, instance, django_capture_on_commit_callbacks
+):
+    root = instance.disks.get(role="root")
+    failed = DiskSnapshot.objects.create(
+        disk=root, name="before-upgrade", state="failed", message="No space left."
+    )
+    listed = api_for("viewer").get(f"/projects/alpha/disks/{root.pk}/snapshots").json()
+    assert [(s["name"], s["state"], s["message"]) for s in listed] == [
+        ("before-upgrade", "failed", "No space left.")
+    ]
+    with django_capture_on_commit_callbacks() as callbacks:
+        retried = api_for("operator").post(
+            f"/projects/alpha/disks/{root.pk}/snapshots", {"name": "before-upgrade"}
+        )
+    assert retried.status_code == 201 and len(callbacks) == 1
+    assert (retried.json()["id"], retried.json()["state"]) == (failed.pk, "taking")
+
+
 def test_a_free_disk_cannot_be_snapshotted(api_for, free_disk):
     response = api_for("operator").post(
         f"/projects/alpha/disks/{free_disk['id']}/snapshots", {"name": "s1"}
