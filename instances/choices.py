@@ -93,11 +93,13 @@ class DiskRole(models.TextChoices):
 
 class SnapshotState(models.TextChoices):
     """A disk snapshot: asked for, then taken on the instance's host, or failed (the name stays
-    reserved: QEMU may still finish writing it, and asking again with it retries)."""
+    reserved: QEMU may still finish writing it, and asking again with it retries); deleting
+    until the host removed it from the disk, when its record goes."""
 
     TAKING = "taking", "Taking"
     READY = "ready", "Ready"
     FAILED = "failed", "Failed"
+    DELETING = "deleting", "Deleting"
 
 
 class ImageKind(models.TextChoices):

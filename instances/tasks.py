@@ -112,6 +112,11 @@ def disk_snapshot(snapshot_id: int) -> None:
     machines.disk_snapshot(snapshot_id)
 
 
+@shared_task(name="instances.disk_snapshot_delete", base=DeviceTask, retry_backoff_factor=30)
+def disk_snapshot_delete(snapshot_id: int) -> None:
+    machines.disk_snapshot_delete(snapshot_id)
+
+
 @shared_task(name="instances.cdrom_change", base=DeviceTask)
 def cdrom_change(disk_id: int) -> None:
     machines.cdrom_change(disk_id)

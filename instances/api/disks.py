@@ -1,6 +1,6 @@
-"""Disks of a project: create, attach, detach, resize, snapshot."""
+"""Disks of a project: create, attach, detach, resize, snapshot (and delete snapshots)."""
 
-from django.http import HttpRequest
+from django.http import Http404, HttpRequest
 from ninja import Router
 from ninja.responses import Status
 
@@ -99,3 +99,18 @@ def disk_snapshot(request: HttpRequest, slug: Slug, disk_id: Id, payload: Snapsh
     disk = object_for(Disk, request, slug, disk_id, Role.OPERATOR)
     snapshot = storage.disk_snapshot(disk=disk, actor=request_user(request), name=payload.name)
     return Status(201, snapshot)
+
+
+@router.delete(
+    "/projects/{slug}/disks/{disk_id}/snapshots/{snapshot_id}",
+    response={202: SnapshotOut, **REFUSALS},
+)
+def disk_snapshot_delete(request: HttpRequest, slug: Slug, disk_id: Id, snapshot_id: Id) -> Status:
+    """A ready or failed snapshot reads deleting until the host removed it from the disk; then
+    it is gone (404)."""
+    disk = object_for(Disk, request, slug, disk_id, Role.OPERATOR)
+    snapshot = disk.snapshots.filter(pk=snapshot_id).first()
+    if snapshot is None:
+        raise Http404("Not found.")
+    storage.disk_snapshot_delete(snapshot=snapshot, actor=request_user(request))
+    return Status(202, snapshot)

@@ -177,6 +177,9 @@ class Backend(Protocol):
         """A snapshot; when running, the guest's filesystems are frozen around it if the guest
         can (its agent answers). True when they were."""
 
+    def delete_snapshot(self, machine_id: str, disk_name: str, snapshot_name: str) -> None:
+        """Remove a snapshot from the disk; one the disk does not hold is gone already."""
+
     def change_cdrom(self, machine_id: str, disk_name: str, iso: Path | None) -> None: ...
 
     def guest_facts(self, machine_id: str) -> GuestFacts: ...

@@ -19,11 +19,11 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='disksnapshot',
             name='state',
-            field=models.CharField(choices=[('taking', 'Taking'), ('ready', 'Ready'), ('failed', 'Failed')], default='ready', max_length=8),
+            field=models.CharField(choices=[('taking', 'Taking'), ('ready', 'Ready'), ('failed', 'Failed'), ('deleting', 'Deleting')], default='ready', max_length=8),
         ),
         migrations.AlterField(
             model_name='disksnapshot',
             name='state',
-            field=models.CharField(choices=[('taking', 'Taking'), ('ready', 'Ready'), ('failed', 'Failed')], default='taking', max_length=8),
+            field=models.CharField(choices=[('taking', 'Taking'), ('ready', 'Ready'), ('failed', 'Failed'), ('deleting', 'Deleting')], default='taking', max_length=8),
         ),
     ]

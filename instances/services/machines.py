@@ -315,6 +315,21 @@ def disk_snapshot(snapshot_id: int) -> None:
     )
 
 
+def disk_snapshot_delete(snapshot_id: int) -> None:
+    """Remove the snapshot from its disk, then its record."""
+    snapshot = DiskSnapshot.objects.select_related("disk__instance").filter(pk=snapshot_id).first()
+    if snapshot is None or snapshot.state != SnapshotState.DELETING:
+        return
+    instance = snapshot.disk.instance
+    if instance is None:
+        message = "The disk was detached before the snapshot could be deleted."
+        disk_snapshot_failed(snapshot_id, message, deleting=True)
+        return
+    backend = backend_named(instance.backend)
+    backend.delete_snapshot(instance.machine_id, snapshot.disk.device_name, snapshot.name)
+    DiskSnapshot.objects.filter(pk=snapshot_id, state=SnapshotState.DELETING).delete()
+
+
 # what a device task was doing, for the event that says it failed: its model, and the words
 DEVICE_WORK: dict[str, tuple[type[Disk] | type[NetworkInterface], str]] = {
     "instances.disk_hotplug": (Disk, "Plugging in {name}"),
@@ -329,6 +344,9 @@ def device_task_failed(task_name: str, object_id: int, message: str) -> None:
     (a snapshot's record goes too). Work on a deleted instance's files leaves the log alone."""
     if task_name == "instances.disk_snapshot":
         disk_snapshot_failed(object_id, message)
+        return
+    if task_name == "instances.disk_snapshot_delete":
+        disk_snapshot_failed(object_id, message, deleting=True)
         return
     if task_name not in DEVICE_WORK:
         return
@@ -346,24 +364,26 @@ def device_task_failed(task_name: str, object_id: int, message: str) -> None:
     )
 
 
-def disk_snapshot_failed(snapshot_id: int, message: str) -> None:
-    """The snapshot could not be taken, even after retries: its record says so and why, and so
-    do the events of the disk's instance. The record stays, keeping its name from a new
-    snapshot: QEMU may yet finish one it timed out on, under that name (asking again for the
-    snapshot retries it, and counts such a late one as taken)."""
+def disk_snapshot_failed(snapshot_id: int, message: str, *, deleting: bool = False) -> None:
+    """The snapshot could not be taken (or deleted), even after retries: its record says so and
+    why, and so do the events of the disk's instance. The record stays, keeping its name from a
+    new snapshot: QEMU may yet finish one it timed out on, under that name (asking again for the
+    snapshot retries it, and counts such a late one as taken; deleting it removes it)."""
     snapshot = DiskSnapshot.objects.select_related("disk__project").filter(pk=snapshot_id).first()
     if snapshot is None:
         return
     DiskSnapshot.objects.filter(pk=snapshot_id).update(
-        state=SnapshotState.FAILED, message=message[:300]
+        state=SnapshotState.FAILED,
+        message=(f"Deleting it failed: {message}" if deleting else message)[:300],
     )
+    what = f"{snapshot.name} of {snapshot.disk.name}"
     audit_record(
         actor=None,
-        action="disk.snapshot",
+        action="disk.snapshot_delete" if deleting else "disk.snapshot",
         project=snapshot.disk.project,
         target=snapshot.disk.instance or snapshot.disk,
         outcome=Outcome.FAILURE,
-        message=f"Snapshot {snapshot.name} of {snapshot.disk.name} failed: {message}",
+        message=f"{'Deleting snapshot' if deleting else 'Snapshot'} {what} failed: {message}",
     )
 
 

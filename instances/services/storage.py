@@ -241,6 +241,30 @@ def disk_snapshot(*, disk: Disk, actor: AbstractBaseUser, name: str) -> DiskSnap
     return snapshot
 
 
+def disk_snapshot_delete(*, snapshot: DiskSnapshot, actor: AbstractBaseUser) -> None:
+    """Delete a snapshot from its disk; its record goes once the host has removed it (until
+    then it reads Deleting and keeps its name). A failed one goes too, with whatever QEMU
+    wrote of it late."""
+    disk = snapshot.disk
+    if disk.instance is None:
+        raise ActionRefused("Attach the disk to an instance to delete its snapshots.")
+    actions.require(actions.configure(disk.instance, project_role(actor, disk.project)))
+    with transaction.atomic():
+        deletable = (SnapshotState.READY, SnapshotState.FAILED)
+        rows = DiskSnapshot.objects.filter(pk=snapshot.pk, state__in=deletable)
+        if not rows.update(state=SnapshotState.DELETING, message=""):
+            snapshot.refresh_from_db(fields=["state"])
+            if snapshot.state == SnapshotState.TAKING:
+                raise ActionRefused(f"Snapshot {snapshot.name} is being taken; delete it after.")
+            raise ActionRefused(f"Snapshot {snapshot.name} is being deleted already.")
+        audit_record(
+            actor=actor, action="disk.snapshot_delete", project=disk.project, target=disk,
+            detail={"snapshot": snapshot.name},
+        )  # fmt: skip
+        enqueue_host_task(disk.instance, "instances.disk_snapshot_delete", snapshot.pk)
+    snapshot.state = SnapshotState.DELETING
+
+
 def cdrom_insert(*, disk: Disk, actor: AbstractBaseUser, image: Image) -> None:
     _change_media(disk, actor, image)
 

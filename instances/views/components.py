@@ -14,7 +14,7 @@ from instances.access import instance_for_user
 from instances.errors import ActionRefused
 from instances.forms import images_for
 from instances.http import AuthedRequest
-from instances.models import Disk, ElasticIP, Instance, NetworkInterface
+from instances.models import Disk, DiskSnapshot, ElasticIP, Instance, NetworkInterface
 from instances.selectors import M, chosen
 from instances.services import network, storage
 from instances.views.instances import back_to_detail
@@ -84,6 +84,11 @@ def disk_action(request: AuthedRequest, project_slug: str, pk: int, action: str)
         name = request.POST.get("name", "").strip()
         storage.disk_snapshot(disk=disk(), actor=user, name=name)
 
+    def delete_snapshot() -> None:
+        snapshots = DiskSnapshot.objects.filter(disk__in=instance.disks.all())
+        snapshot = _chosen(snapshots, request, "snapshot", "a snapshot")
+        storage.disk_snapshot_delete(snapshot=snapshot, actor=user)
+
     def eject() -> None:
         storage.cdrom_eject(disk=disk(), actor=user)
 
@@ -93,6 +98,7 @@ def disk_action(request: AuthedRequest, project_slug: str, pk: int, action: str)
         "detach": ("Disk detached.", detach),
         "resize": ("Disk resized.", resize),
         "snapshot": ("Snapshot requested.", snapshot),
+        "delete-snapshot": ("Snapshot deletion requested.", delete_snapshot),
         "insert": ("Media inserted.", insert),
         "eject": ("Media ejected.", eject),
     }

@@ -8,6 +8,7 @@ from django.core.exceptions import ValidationError
 from instances import backends, tasks
 from instances.backends.base import BackendError
 from instances.choices import CarrierState, LinkState, Outcome, PowerState, SnapshotState
+from instances.errors import ActionRefused
 from instances.models import AuditEvent, Disk, DiskSnapshot, NetworkInterface
 from instances.services import machines, storage
 
@@ -27,6 +28,9 @@ class SnapshottingBackend:
 
     def snapshot_disk(self, machine_id: str, disk_name: str, snapshot_name: str) -> bool:
         return self._answer()
+
+    def delete_snapshot(self, machine_id: str, disk_name: str, snapshot_name: str) -> None:
+        self._answer()
 
     def attach_disk(self, spec, disk) -> None:  # type: ignore[no-untyped-def]
         self._answer()
@@ -110,6 +114,74 @@ def test_the_snapshot_of_a_disk_detached_before_it_was_taken_fails_with_that_rea
         SnapshotState.FAILED,
         "The disk was detached before it could be taken.",
     )
+
+
+@pytest.fixture
+def deleting(snapshot_with, operator, monkeypatch, django_capture_on_commit_callbacks):
+    """deleting(answer, state) -> (backend, a snapshot in state, its deletion asked for)."""
+    monkeypatch.setattr(backends, "LOCAL_BACKENDS", frozenset({"snapshotting"}))
+
+    def make(answer: object, state: str) -> tuple[SnapshottingBackend, DiskSnapshot]:
+        backend, snapshot = snapshot_with(answer)
+        DiskSnapshot.objects.filter(pk=snapshot.pk).update(state=state)
+        snapshot.refresh_from_db()
+        with django_capture_on_commit_callbacks() as callbacks:
+            storage.disk_snapshot_delete(snapshot=snapshot, actor=operator)
+        assert len(callbacks) == 1
+        assert DiskSnapshot.objects.get(pk=snapshot.pk).state == SnapshotState.DELETING
+        return backend, snapshot
+
+    return make
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("state", [SnapshotState.READY, SnapshotState.FAILED])
+def test_a_deleted_snapshot_goes_from_the_disk_then_from_the_list(deleting, state):
+    backend, snapshot = deleting(None, state)
+    event = AuditEvent.objects.get(action="disk.snapshot_delete")
+    assert (event.detail, event.target_id) == (
+        {"snapshot": "before-upgrade"},
+        str(snapshot.disk_id),
+    )
+    machines.disk_snapshot_delete(snapshot.pk)
+    assert backend.calls == 1
+    assert not DiskSnapshot.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_snapshot_that_cannot_be_deleted_reads_failed_with_the_reason(deleting):
+    backend, snapshot = deleting(None, SnapshotState.READY)
+    backend.answer = BackendError(NO_SPACE)
+    with pytest.raises(BackendError):
+        machines.disk_snapshot_delete(snapshot.pk)
+    machines.device_task_failed("instances.disk_snapshot_delete", snapshot.pk, NO_SPACE)
+    snapshot.refresh_from_db()
+    assert (snapshot.state, snapshot.message) == (
+        SnapshotState.FAILED,
+        f"Deleting it failed: {NO_SPACE}",
+    )
+    event = AuditEvent.objects.get(action="disk.snapshot_delete", outcome=Outcome.FAILURE)
+    assert event.message == f"Deleting snapshot before-upgrade of web-1-root failed: {NO_SPACE}"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("state", "message"),
+    [
+        (SnapshotState.TAKING, "Snapshot before-upgrade is being taken; delete it after."),
+        (SnapshotState.DELETING, "Snapshot before-upgrade is being deleted already."),
+    ],
+)
+def test_a_snapshot_being_taken_or_deleted_cannot_be_deleted(
+    snapshot_with, operator, monkeypatch, state, message
+):
+    monkeypatch.setattr(backends, "LOCAL_BACKENDS", frozenset({"snapshotting"}))
+    _, snapshot = snapshot_with(None)
+    DiskSnapshot.objects.filter(pk=snapshot.pk).update(state=state)
+    with pytest.raises(ActionRefused, match=message):
+        storage.disk_snapshot_delete(snapshot=snapshot, actor=operator)
+    assert DiskSnapshot.objects.get(pk=snapshot.pk).state == state
+    assert not AuditEvent.objects.filter(action="disk.snapshot_delete").exists()
 
 
 @pytest.mark.django_db(transaction=True)

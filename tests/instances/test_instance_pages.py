@@ -210,7 +210,7 @@ def test_the_storage_tab_shows_each_snapshots_state_and_retries_a_failed_one(
         disk=disk, name="before-upgrade", state=SnapshotState.FAILED, message="No space left."
     )
     url = reverse("instance-detail", args=[project.slug, instance.pk]) + "?tab=storage"
-    html = client_for("operator").get(url).text
+    html = " ".join(client_for("operator").get(url).text.split())
     assert 'nightly <small class="muted">(taking…)</small>' in html
     assert "(failed: No space left.)" in html and "<button>Retry</button>" in html
     assert "<button>Retry</button>" not in client_for("viewer").get(url).text
@@ -221,6 +221,24 @@ def test_the_storage_tab_shows_each_snapshots_state_and_retries_a_failed_one(
     assert len(callbacks) == 1
     retried = DiskSnapshot.objects.get(name="before-upgrade")
     assert (retried.state, retried.message) == (SnapshotState.TAKING, "")
+
+
+def test_a_snapshot_is_deleted_from_the_storage_tab(
+    client_for, instance, project, django_capture_on_commit_callbacks
+):
+    snapshot = DiskSnapshot.objects.create(
+        disk=instance.disks.get(), name="nightly", state=SnapshotState.READY
+    )
+    url = reverse("instance-detail", args=[project.slug, instance.pk]) + "?tab=storage"
+    assert 'aria-label="Delete snapshot nightly"' in client_for("operator").get(url).text
+    delete = reverse("instance-disk-action", args=[project.slug, instance.pk, "delete-snapshot"])
+    with django_capture_on_commit_callbacks() as callbacks:
+        page = client_for("operator").post(delete, {"snapshot": snapshot.pk}, follow=True).text
+    assert len(callbacks) == 1 and "Snapshot deletion requested." in page
+    assert 'nightly <small class="muted">(deleting…)</small>' in " ".join(page.split())
+    assert DiskSnapshot.objects.get().state == SnapshotState.DELETING
+    page = client_for("operator").post(delete, {"snapshot": 0}, follow=True).text
+    assert "Choose a snapshot." in page
 
 
 def test_the_primary_link_toggle_asks_for_confirmation(client_for, instance, project):

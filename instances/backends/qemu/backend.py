@@ -444,6 +444,23 @@ class QemuBackend:
                     agent.thaw()
             return frozen
 
+    def delete_snapshot(self, machine_id: str, disk_name: str, snapshot_name: str) -> None:
+        """qemu-img when stopped, else QEMU itself; under the snapshot lock, so it never
+        overlaps the taking of another. A snapshot the disk does not hold is gone already."""
+        run = self._run_folder(machine_id)
+        path = self._disk_file(run, disk_name)
+        with run.lock():  # a start waits for qemu-img
+            if self._settle(run).power is Power.STOPPED:
+                if snapshot_name in self.qemu_img.snapshots(path):
+                    self.qemu_img.delete_snapshot(path, snapshot_name)
+                return
+        with run.lock("snapshot.lock"):
+            if snapshot_name in self._node_snapshots(self._monitor(run), disk_name):
+                Monitor(run.qmp_socket, timeout=SNAPSHOT_TIMEOUT).execute(
+                    "blockdev-snapshot-delete-internal-sync",
+                    {"device": node_name(disk_name), "name": snapshot_name},
+                )
+
     def change_cdrom(self, machine_id: str, disk_name: str, iso: Path | None) -> None:
         """Insert or eject media of a running machine; a stopped one boots with its spec's ISO."""
         run = self._run_folder(machine_id)

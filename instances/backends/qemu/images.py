@@ -40,6 +40,11 @@ class QemuImg:
     def snapshot(self, path: Path, name: str) -> None:
         self._run([self.binary, "snapshot", "-c", name, str(path)], f"snapshot {path.stem}")
 
+    def delete_snapshot(self, path: Path, name: str) -> None:
+        self._run(
+            [self.binary, "snapshot", "-d", name, str(path)], f"delete a snapshot of {path.stem}"
+        )
+
     def snapshots(self, path: Path) -> list[str]:
         return [entry["name"] for entry in self.info(path).get("snapshots", [])]
 

@@ -153,6 +153,26 @@ def test_a_disks_snapshots_list_their_state_and_a_failed_one_is_retried_by_name(
     assert (retried.json()["id"], retried.json()["state"]) == (failed.pk, "taking")
 
 
+def test_a_snapshot_is_deleted_by_id_once_taken(
+    api_for, instance, django_capture_on_commit_callbacks
+):
+    root = instance.disks.get(role="root")
+    snapshot = DiskSnapshot.objects.create(disk=root, name="nightly")
+    url = f"/projects/alpha/disks/{root.pk}/snapshots/{snapshot.pk}"
+    api = api_for("operator")
+    assert api.delete(url).json()["detail"] == "Snapshot nightly is being taken; delete it after."
+    DiskSnapshot.objects.filter(pk=snapshot.pk).update(state="ready")
+    assert api_for("viewer").delete(url).status_code == 403
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = api.delete(url)
+    assert (response.status_code, response.json()["state"]) == (202, "deleting")
+    assert len(callbacks) == 1
+    assert (
+        api.delete(f"/projects/alpha/disks/{root.pk}/snapshots/{snapshot.pk + 1}").status_code
+        == 404
+    )
+
+
 def test_a_free_disk_cannot_be_snapshotted(api_for, free_disk):
     response = api_for("operator").post(
         f"/projects/alpha/disks/{free_disk['id']}/snapshots", {"name": "s1"}

@@ -319,7 +319,9 @@ def test_a_link_taken_down_before_the_start_is_down_from_the_guests_first_moment
     assert monitor.execute("query-status")["status"] == "running"  # let go once the link was down
 
 
-def test_a_snapshot_of_a_running_disk_is_taken_inside_an_fsfreeze(backend, fleet, monkeypatch):
+def test_a_snapshot_of_a_running_disk_is_taken_inside_an_fsfreeze_and_deleted_by_qemu(
+    backend, fleet, monkeypatch
+):
     wait_for_prompt(backend, "alpha")
     seen_while_frozen = []
     real_freeze = GuestAgent.freeze
@@ -342,6 +344,10 @@ def test_a_snapshot_of_a_running_disk_is_taken_inside_an_fsfreeze(backend, fleet
     assert backend.snapshot_disk("alpha", "disk-1", "before-upgrade") is False
     assert agent.freeze_status() == "thawed"
     assert backend.qemu_img.snapshots(backend.root / "disks" / "disk-1.qcow2") == ["before-upgrade"]
+
+    backend.delete_snapshot("alpha", "disk-1", "before-upgrade")  # by QEMU, as it runs
+    assert backend.qemu_img.snapshots(backend.root / "disks" / "disk-1.qcow2") == []
+    backend.delete_snapshot("alpha", "disk-1", "before-upgrade")  # gone already
 
 
 def test_a_virtio_disk_is_hot_plugged_grown_and_unplugged_while_running(backend, fleet):

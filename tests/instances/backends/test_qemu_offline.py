@@ -568,3 +568,19 @@ def test_a_serial_log_past_its_limit_is_set_aside_at_the_next_start(short_dir):
     assert not run.serial_log.exists()
     assert (run.path / "serial.log.1").read_bytes() == b"x" * 100
     run.rotate_serial_log(limit=50)  # nothing to set aside
+
+
+def test_a_stopped_machines_snapshot_is_taken_and_deleted_with_qemu_img(short_dir):
+    from instances.backends.base import DiskSpec, MachineSpec
+
+    backend = QemuBackend(short_dir, network_mode="user")
+    machine = MachineSpec("i-1", "web-1", vcpus=1, sockets=1, cores=1, threads=1, memory_mb=1024)
+    backend.attach_disk(machine, DiskSpec("disk-3", "secondary", "virtio", size_gb=1))
+    disk = short_dir / "disks" / "disk-3.qcow2"
+
+    assert backend.snapshot_disk("i-1", "disk-3", "nightly") is False  # no guest to freeze
+    assert backend.snapshot_disk("i-1", "disk-3", "weekly") is False
+    backend.delete_snapshot("i-1", "disk-3", "nightly")
+    assert backend.qemu_img.snapshots(disk) == ["weekly"]
+    backend.delete_snapshot("i-1", "disk-3", "nightly")  # gone already: nothing to do
+    assert backend.qemu_img.snapshots(disk) == ["weekly"]
