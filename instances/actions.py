@@ -128,6 +128,14 @@ def detach_disk(instance: Instance, role: Role | None) -> Allowed:
     return YES
 
 
+def revert_disk(instance: Instance, role: Role | None) -> Allowed:
+    if not (allowed := configure(instance, role)):
+        return allowed
+    if instance.power_state not in STOPPED_STATES:
+        return Allowed(False, "Stop the instance before reverting a disk to a snapshot.")
+    return YES
+
+
 def manage(role: Role | None) -> Allowed:
     """Create and remove project resources: subnets, SSH keys, disks, Elastic IPs."""
     return _role_check(role, Role.OPERATOR)
@@ -151,6 +159,7 @@ RULES = {
     "delete": delete,
     "configure": configure,
     "detach_disk": detach_disk,
+    "revert_disk": revert_disk,
     "view_password": view_password,
 }
 

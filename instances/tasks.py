@@ -117,6 +117,11 @@ def disk_snapshot_delete(snapshot_id: int) -> None:
     machines.disk_snapshot_delete(snapshot_id)
 
 
+@shared_task(name="instances.disk_snapshot_revert", base=DeviceTask)
+def disk_snapshot_revert(snapshot_id: int) -> None:
+    machines.disk_snapshot_revert(snapshot_id)
+
+
 @shared_task(name="instances.cdrom_change", base=DeviceTask)
 def cdrom_change(disk_id: int) -> None:
     machines.cdrom_change(disk_id)

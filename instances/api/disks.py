@@ -16,6 +16,7 @@ from instances.api.schemas import (
     Slug,
     SnapshotIn,
     SnapshotOut,
+    SnapshotRevertIn,
 )
 from instances.choices import Role
 from instances.models import Disk, DiskSnapshot
@@ -108,9 +109,30 @@ def disk_snapshot(request: HttpRequest, slug: Slug, disk_id: Id, payload: Snapsh
 def disk_snapshot_delete(request: HttpRequest, slug: Slug, disk_id: Id, snapshot_id: Id) -> Status:
     """A ready or failed snapshot reads deleting until the host removed it from the disk; then
     it is gone (404)."""
+    snapshot = _snapshot(request, slug, disk_id, snapshot_id)
+    storage.disk_snapshot_delete(snapshot=snapshot, actor=request_user(request))
+    return Status(202, snapshot)
+
+
+@router.post(
+    "/projects/{slug}/disks/{disk_id}/snapshots/{snapshot_id}/revert",
+    response={202: SnapshotOut, **REFUSALS},
+)
+def disk_snapshot_revert(
+    request: HttpRequest, slug: Slug, disk_id: Id, snapshot_id: Id, payload: SnapshotRevertIn
+) -> Status:
+    """Only a stopped instance's disk, to a ready snapshot, with confirm true (409 otherwise).
+    The instance's host reverts it; a start that comes first makes it fail, as its events say."""
+    snapshot = _snapshot(request, slug, disk_id, snapshot_id)
+    storage.disk_snapshot_revert(
+        snapshot=snapshot, actor=request_user(request), confirm=payload.confirm
+    )
+    return Status(202, snapshot)
+
+
+def _snapshot(request: HttpRequest, slug: str, disk_id: int, snapshot_id: int) -> DiskSnapshot:
     disk = object_for(Disk, request, slug, disk_id, Role.OPERATOR)
     snapshot = disk.snapshots.filter(pk=snapshot_id).first()
     if snapshot is None:
         raise Http404("Not found.")
-    storage.disk_snapshot_delete(snapshot=snapshot, actor=request_user(request))
-    return Status(202, snapshot)
+    return snapshot

@@ -170,6 +170,13 @@ class DiskOut(Schema):
         return disk.instance_id
 
 
+class SnapshotRevertIn(Schema):
+    confirm: bool = Field(
+        default=False,
+        description="Reverting discards what the disk holds since the snapshot: say true.",
+    )
+
+
 class SnapshotOut(Schema):
     id: int
     disk: int

@@ -330,6 +330,17 @@ def disk_snapshot_delete(snapshot_id: int) -> None:
     DiskSnapshot.objects.filter(pk=snapshot_id, state=SnapshotState.DELETING).delete()
 
 
+def disk_snapshot_revert(snapshot_id: int) -> None:
+    snapshot = DiskSnapshot.objects.select_related("disk__instance").filter(pk=snapshot_id).first()
+    if snapshot is None:  # deleted meanwhile: there is nothing to go back to
+        return
+    if snapshot.disk.instance is None:
+        raise BackendError("The disk was detached before it could be reverted.")
+    instance = snapshot.disk.instance
+    backend = backend_named(instance.backend)
+    backend.revert_snapshot(instance.machine_id, snapshot.disk.device_name, snapshot.name)
+
+
 # what a device task was doing, for the event that says it failed: its model, and the words
 DEVICE_WORK: dict[str, tuple[type[Disk] | type[NetworkInterface], str]] = {
     "instances.disk_hotplug": (Disk, "Plugging in {name}"),
@@ -341,12 +352,28 @@ DEVICE_WORK: dict[str, tuple[type[Disk] | type[NetworkInterface], str]] = {
 
 def device_task_failed(task_name: str, object_id: int, message: str) -> None:
     """A device task failed for good: its instance's events say what did not happen and why
-    (a snapshot's record goes too). Work on a deleted instance's files leaves the log alone."""
+    (a snapshot's record too). Work on a deleted instance's files leaves the log alone."""
     if task_name == "instances.disk_snapshot":
         disk_snapshot_failed(object_id, message)
         return
     if task_name == "instances.disk_snapshot_delete":
         disk_snapshot_failed(object_id, message, deleting=True)
+        return
+    if task_name == "instances.disk_snapshot_revert":
+        snapshot = (
+            DiskSnapshot.objects.select_related("disk__instance__project")
+            .filter(pk=object_id)
+            .first()
+        )
+        if snapshot is not None and snapshot.disk.instance is not None:
+            audit_record(
+                actor=None,
+                action="disk.snapshot_revert",
+                project=snapshot.disk.instance.project,
+                target=snapshot.disk.instance,
+                outcome=Outcome.FAILURE,
+                message=f"Reverting {snapshot.disk.name} to {snapshot.name} failed: {message}",
+            )
         return
     if task_name not in DEVICE_WORK:
         return

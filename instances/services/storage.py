@@ -265,6 +265,36 @@ def disk_snapshot_delete(*, snapshot: DiskSnapshot, actor: AbstractBaseUser) -> 
     snapshot.state = SnapshotState.DELETING
 
 
+def disk_snapshot_revert(
+    *, snapshot: DiskSnapshot, actor: AbstractBaseUser, confirm: bool = False
+) -> None:
+    """Bring a stopped instance's disk back to a snapshot, on its host (a start that comes first
+    makes it fail, as the instance's events say); what the disk held since is lost, so it needs
+    a confirmation."""
+    disk = snapshot.disk
+    if disk.instance is None:
+        raise ActionRefused("Attach the disk to an instance to revert it to a snapshot.")
+    actions.require(actions.revert_disk(disk.instance, project_role(actor, disk.project)))
+    not_ready: dict[str, str] = {
+        SnapshotState.TAKING: "is being taken; revert to it once it is",
+        SnapshotState.FAILED: "failed; retry it first",
+        SnapshotState.DELETING: "is being deleted",
+    }
+    if snapshot.state in not_ready:
+        raise ActionRefused(f"Snapshot {snapshot.name} {not_ready[snapshot.state]}.")
+    if not confirm:
+        raise ActionRefused(
+            f"Reverting {disk.name} to {snapshot.name} discards everything written to it since "
+            "the snapshot. Confirm to continue."
+        )
+    with transaction.atomic():
+        audit_record(
+            actor=actor, action="disk.snapshot_revert", project=disk.project, target=disk,
+            detail={"snapshot": snapshot.name},
+        )  # fmt: skip
+        enqueue_host_task(disk.instance, "instances.disk_snapshot_revert", snapshot.pk)
+
+
 def cdrom_insert(*, disk: Disk, actor: AbstractBaseUser, image: Image) -> None:
     _change_media(disk, actor, image)
 

@@ -84,10 +84,17 @@ def disk_action(request: AuthedRequest, project_slug: str, pk: int, action: str)
         name = request.POST.get("name", "").strip()
         storage.disk_snapshot(disk=disk(), actor=user, name=name)
 
-    def delete_snapshot() -> None:
+    def snapshot_chosen() -> DiskSnapshot:
         snapshots = DiskSnapshot.objects.filter(disk__in=instance.disks.all())
-        snapshot = _chosen(snapshots, request, "snapshot", "a snapshot")
-        storage.disk_snapshot_delete(snapshot=snapshot, actor=user)
+        return _chosen(snapshots.select_related("disk"), request, "snapshot", "a snapshot")
+
+    def delete_snapshot() -> None:
+        storage.disk_snapshot_delete(snapshot=snapshot_chosen(), actor=user)
+
+    def revert() -> None:
+        storage.disk_snapshot_revert(
+            snapshot=snapshot_chosen(), actor=user, confirm=request.POST.get("confirm") == "1"
+        )
 
     def eject() -> None:
         storage.cdrom_eject(disk=disk(), actor=user)
@@ -99,6 +106,7 @@ def disk_action(request: AuthedRequest, project_slug: str, pk: int, action: str)
         "resize": ("Disk resized.", resize),
         "snapshot": ("Snapshot requested.", snapshot),
         "delete-snapshot": ("Snapshot deletion requested.", delete_snapshot),
+        "revert": ("Revert requested.", revert),
         "insert": ("Media inserted.", insert),
         "eject": ("Media ejected.", eject),
     }

@@ -308,6 +308,9 @@ class AwsVmBackend:
     def delete_snapshot(self, machine_id: str, disk_name: str, snapshot_name: str) -> None:
         raise self._unsupported("Disk snapshots")
 
+    def revert_snapshot(self, machine_id: str, disk_name: str, snapshot_name: str) -> None:
+        raise self._unsupported("Disk snapshots")
+
     def change_cdrom(self, machine_id: str, disk_name: str, iso: Path | None) -> None:
         raise self._unsupported("CD-ROM drives")
 

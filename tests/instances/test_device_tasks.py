@@ -9,7 +9,7 @@ from instances import backends, tasks
 from instances.backends.base import BackendError
 from instances.choices import CarrierState, LinkState, Outcome, PowerState, SnapshotState
 from instances.errors import ActionRefused
-from instances.models import AuditEvent, Disk, DiskSnapshot, NetworkInterface
+from instances.models import AuditEvent, Disk, DiskSnapshot, Instance, NetworkInterface
 from instances.services import machines, storage
 
 
@@ -30,6 +30,9 @@ class SnapshottingBackend:
         return self._answer()
 
     def delete_snapshot(self, machine_id: str, disk_name: str, snapshot_name: str) -> None:
+        self._answer()
+
+    def revert_snapshot(self, machine_id: str, disk_name: str, snapshot_name: str) -> None:
         self._answer()
 
     def attach_disk(self, spec, disk) -> None:  # type: ignore[no-untyped-def]
@@ -182,6 +185,86 @@ def test_a_snapshot_being_taken_or_deleted_cannot_be_deleted(
         storage.disk_snapshot_delete(snapshot=snapshot, actor=operator)
     assert DiskSnapshot.objects.get(pk=snapshot.pk).state == state
     assert not AuditEvent.objects.filter(action="disk.snapshot_delete").exists()
+
+
+@pytest.fixture
+def reverting(snapshot_with, operator, monkeypatch):
+    """reverting(answer, power_state, state) -> (backend, snapshot, a call asking to revert)."""
+    monkeypatch.setattr(backends, "LOCAL_BACKENDS", frozenset({"snapshotting"}))
+
+    def make(answer: object, power_state: str = PowerState.STOPPED, state: str = "ready"):  # type: ignore[no-untyped-def]
+        backend, snapshot = snapshot_with(answer)
+        Instance.objects.filter(pk=snapshot.disk.instance_id).update(power_state=power_state)
+        DiskSnapshot.objects.filter(pk=snapshot.pk).update(state=state)
+        snapshot = DiskSnapshot.objects.select_related("disk__instance").get(pk=snapshot.pk)
+
+        def ask(confirm: bool = True) -> None:
+            storage.disk_snapshot_revert(snapshot=snapshot, actor=operator, confirm=confirm)
+
+        return backend, snapshot, ask
+
+    return make
+
+
+@pytest.mark.django_db
+def test_a_stopped_instances_disk_is_reverted_to_a_snapshot_once_confirmed(
+    reverting, django_capture_on_commit_callbacks
+):
+    backend, snapshot, ask = reverting(None)
+    with pytest.raises(ActionRefused) as refused:
+        ask(confirm=False)
+    assert str(refused.value) == (
+        "Reverting web-1-root to before-upgrade discards everything written to it since the "
+        "snapshot. Confirm to continue."
+    )
+    with django_capture_on_commit_callbacks() as callbacks:
+        ask()
+    assert len(callbacks) == 1
+    event = AuditEvent.objects.get(action="disk.snapshot_revert")
+    assert event.detail == {"snapshot": "before-upgrade"}
+    machines.disk_snapshot_revert(snapshot.pk)
+    assert backend.calls == 1
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("power_state", "state", "message"),
+    [
+        (PowerState.RUNNING, "ready", "Stop the instance before reverting a disk to a snapshot."),
+        (
+            PowerState.STOPPED,
+            "failed",
+            "Snapshot before-upgrade failed; retry it first.",
+        ),
+        (
+            PowerState.STOPPED,
+            "taking",
+            "Snapshot before-upgrade is being taken; revert to it once it is.",
+        ),
+    ],
+)
+def test_a_disk_is_reverted_only_when_stopped_and_to_a_taken_snapshot(
+    reverting, power_state, state, message
+):
+    _, _, ask = reverting(None, power_state, state)
+    with pytest.raises(ActionRefused) as refused:
+        ask()
+    assert str(refused.value) == message
+    assert not AuditEvent.objects.filter(action="disk.snapshot_revert").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_revert_that_fails_on_the_host_says_why_on_the_instance(reverting):
+    _, snapshot, _ = reverting(
+        BackendError("Stop the instance before reverting a disk to a snapshot.")
+    )
+    assert tasks.disk_snapshot_revert.apply(args=[snapshot.pk]).failed()
+    event = AuditEvent.objects.get(action="disk.snapshot_revert", outcome=Outcome.FAILURE)
+    assert event.target_id == str(snapshot.disk.instance_id)
+    assert event.message == (
+        "Reverting web-1-root to before-upgrade failed: Stop the instance before reverting a "
+        "disk to a snapshot."
+    )
 
 
 @pytest.mark.django_db(transaction=True)

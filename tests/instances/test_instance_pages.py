@@ -241,6 +241,30 @@ def test_a_snapshot_is_deleted_from_the_storage_tab(
     assert "Choose a snapshot." in page
 
 
+def test_the_storage_tab_reverts_a_disk_once_stopped(
+    client_for, instance, project, django_capture_on_commit_callbacks
+):
+    disk = instance.disks.get()
+    snapshot = DiskSnapshot.objects.create(disk=disk, name="nightly", state=SnapshotState.READY)
+    url = reverse("instance-detail", args=[project.slug, instance.pk]) + "?tab=storage"
+    Instance.objects.filter(pk=instance.pk).update(power_state=PowerState.RUNNING)
+    html = " ".join(client_for("operator").get(url).text.split())
+    assert (
+        f'aria-label="Revert {disk.name} to nightly" disabled '
+        'title="Stop the instance before reverting a disk to a snapshot."'
+    ) in html
+
+    Instance.objects.filter(pk=instance.pk).update(power_state=PowerState.STOPPED)
+    html = client_for("operator").get(url).text
+    assert f'hx-confirm="Reverting {disk.name} to nightly discards everything' in html
+    revert = reverse("instance-disk-action", args=[project.slug, instance.pk, "revert"])
+    with django_capture_on_commit_callbacks() as callbacks:
+        page = client_for("operator").post(
+            revert, {"snapshot": snapshot.pk, "confirm": "1"}, follow=True
+        )
+    assert len(callbacks) == 1 and "Revert requested." in page.text
+
+
 def test_the_primary_link_toggle_asks_for_confirmation(client_for, instance, project):
     url = reverse("instance-detail", args=[project.slug, instance.pk]) + "?tab=networking"
     assert (

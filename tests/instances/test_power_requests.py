@@ -84,12 +84,12 @@ def test_an_unknown_strategy_lists_the_valid_ones(instance, operator):
 @pytest.mark.parametrize(
     ("state", "allowed"),
     [
-        (PowerState.STOPPED, {"start", "configure", "detach_disk"}),
+        (PowerState.STOPPED, {"start", "configure", "detach_disk", "revert_disk"}),
         (PowerState.STARTING, {"force_stop"}),
         (PowerState.RUNNING, {"shutdown", "force_stop", "restart", "configure"}),
         (PowerState.STOPPING, {"force_stop"}),
         (PowerState.RESTARTING, {"force_stop"}),
-        (PowerState.FAILED, {"start", "configure", "detach_disk"}),
+        (PowerState.FAILED, {"start", "configure", "detach_disk", "revert_disk"}),
     ],
 )
 def test_allowed_actions_for_an_operator_follow_the_power_state(instance, state, allowed):

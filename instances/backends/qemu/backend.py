@@ -461,6 +461,17 @@ class QemuBackend:
                     {"device": node_name(disk_name), "name": snapshot_name},
                 )
 
+    def revert_snapshot(self, machine_id: str, disk_name: str, snapshot_name: str) -> None:
+        """qemu-img, under the machine's lock: a start waits for it to finish."""
+        run = self._run_folder(machine_id)
+        with run.lock():
+            if self._settle(run).power is not Power.STOPPED:
+                raise BackendError("Stop the instance before reverting a disk to a snapshot.")
+            path = self._disk_file(run, disk_name)
+            if snapshot_name not in self.qemu_img.snapshots(path):
+                raise BackendError(f"{disk_name} has no snapshot called {snapshot_name}.")
+            self.qemu_img.revert_snapshot(path, snapshot_name)
+
     def change_cdrom(self, machine_id: str, disk_name: str, iso: Path | None) -> None:
         """Insert or eject media of a running machine; a stopped one boots with its spec's ISO."""
         run = self._run_folder(machine_id)

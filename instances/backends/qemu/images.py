@@ -45,6 +45,9 @@ class QemuImg:
             [self.binary, "snapshot", "-d", name, str(path)], f"delete a snapshot of {path.stem}"
         )
 
+    def revert_snapshot(self, path: Path, name: str) -> None:
+        self._run([self.binary, "snapshot", "-a", name, str(path)], f"revert {path.stem}")
+
     def snapshots(self, path: Path) -> list[str]:
         return [entry["name"] for entry in self.info(path).get("snapshots", [])]
 

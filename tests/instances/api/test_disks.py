@@ -173,6 +173,24 @@ def test_a_snapshot_is_deleted_by_id_once_taken(
     )
 
 
+def test_a_stopped_instances_disk_is_reverted_with_a_confirmation(
+    api_for, instance, django_capture_on_commit_callbacks
+):
+    root = instance.disks.get(role="root")
+    snapshot = DiskSnapshot.objects.create(disk=root, name="nightly", state="ready")
+    url = f"/projects/alpha/disks/{root.pk}/snapshots/{snapshot.pk}/revert"
+    api = api_for("operator")
+    refused = api.post(url, {})
+    assert (refused.status_code, refused.json()["detail"]) == (
+        409,
+        f"Reverting {root.name} to nightly discards everything written to it since the "
+        "snapshot. Confirm to continue.",
+    )
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = api.post(url, {"confirm": True})
+    assert (response.status_code, response.json()["name"], len(callbacks)) == (202, "nightly", 1)
+
+
 def test_a_free_disk_cannot_be_snapshotted(api_for, free_disk):
     response = api_for("operator").post(
         f"/projects/alpha/disks/{free_disk['id']}/snapshots", {"name": "s1"}

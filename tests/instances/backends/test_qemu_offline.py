@@ -584,3 +584,32 @@ def test_a_stopped_machines_snapshot_is_taken_and_deleted_with_qemu_img(short_di
     assert backend.qemu_img.snapshots(disk) == ["weekly"]
     backend.delete_snapshot("i-1", "disk-3", "nightly")  # gone already: nothing to do
     assert backend.qemu_img.snapshots(disk) == ["weekly"]
+
+
+def test_a_stopped_machines_disk_is_reverted_to_a_snapshot_with_qemu_img(short_dir):
+    from instances.backends.base import DiskSpec, MachineSpec
+
+    backend = QemuBackend(short_dir, network_mode="user")
+    machine = MachineSpec("i-1", "web-1", vcpus=1, sockets=1, cores=1, threads=1, memory_mb=1024)
+    backend.attach_disk(machine, DiskSpec("disk-3", "secondary", "virtio", size_gb=1))
+    disk = short_dir / "disks" / "disk-3.qcow2"
+
+    def qemu_io(command: str) -> str:
+        argv = ["qemu-io", "-f", "qcow2", "-c", command, str(disk)]
+        return subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+
+    qemu_io("write -P 0x11 0 64k")
+    backend.snapshot_disk("i-1", "disk-3", "before-upgrade")
+    qemu_io("write -P 0x22 0 64k")  # the upgrade
+    backend.revert_snapshot("i-1", "disk-3", "before-upgrade")
+    assert "Pattern verification failed" not in qemu_io("read -P 0x11 0 64k")
+    assert backend.qemu_img.snapshots(disk) == ["before-upgrade"]  # kept, to go back again
+
+    with pytest.raises(BackendError, match="disk-3 has no snapshot called nightly."):
+        backend.revert_snapshot("i-1", "disk-3", "nightly")
+
+
+def test_a_running_machines_disk_is_not_reverted(fake_qemu):
+    backend = fake_qemu("running")
+    with pytest.raises(BackendError, match="Stop the instance before reverting"):
+        backend.revert_snapshot("i-1", "disk-1", "before-upgrade")
