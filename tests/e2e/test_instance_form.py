@@ -5,8 +5,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from instances.choices import PowerState
-from instances.models import Instance
+from instances.choices import PowerState, SnapshotState
+from instances.models import AuditEvent, DiskSnapshot, Instance
 from instances.services.instances import instance_create
 from tests.factories import ImageFactory, instance_request
 
@@ -90,3 +90,32 @@ def test_force_shutdown_asks_for_confirmation_first(page, login, project, operat
     expect(page.locator("#power-panel .badge.state")).to_have_text(re.compile("Stopping|Stopped"))
     instance.refresh_from_db()
     assert instance.power_state in (PowerState.STOPPING, PowerState.STOPPED)
+
+
+def test_reverting_a_disk_to_a_snapshot_asks_for_confirmation_first(
+    page, login, project, operator, subnet
+):
+    instance = instance_create(project=project, actor=operator, request=instance_request(subnet))
+    disk = instance.disks.get()
+    DiskSnapshot.objects.create(disk=disk, name="nightly", state=SnapshotState.READY)
+    login("operator")
+    page.goto(f"/projects/{project.slug}/instances/{instance.pk}/?tab=storage")
+    messages = []
+
+    def dismiss(dialog):
+        messages.append(dialog.message)
+        dialog.dismiss()
+
+    page.once("dialog", dismiss)
+    page.get_by_label(f"Revert {disk.name} to nightly").click()
+    page.wait_for_timeout(300)
+    assert messages == [
+        f"Reverting {disk.name} to nightly discards everything written to it since the "
+        "snapshot. Continue?"
+    ]
+    assert not AuditEvent.objects.filter(action="disk.snapshot_revert").exists()
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_label(f"Revert {disk.name} to nightly").click()
+    expect(page.get_by_text("Revert requested.")).to_be_visible()
+    assert AuditEvent.objects.filter(action="disk.snapshot_revert").count() == 1
