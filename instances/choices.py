@@ -93,13 +93,19 @@ class DiskRole(models.TextChoices):
 
 class SnapshotState(models.TextChoices):
     """A disk snapshot: asked for, then taken on the instance's host, or failed (the name stays
-    reserved: QEMU may still finish writing it, and asking again with it retries); deleting
+    reserved: QEMU may still finish writing it, and asking again with it retries); reverting
+    while the host brings its disk back to it (the instance does not start meanwhile); deleting
     until the host removed it from the disk, when its record goes."""
 
     TAKING = "taking", "Taking"
     READY = "ready", "Ready"
     FAILED = "failed", "Failed"
+    REVERTING = "reverting", "Reverting"
     DELETING = "deleting", "Deleting"
+
+
+# the states a host's task moves a snapshot out of
+SNAPSHOT_TRANSITIONAL = (SnapshotState.TAKING, SnapshotState.REVERTING, SnapshotState.DELETING)
 
 
 class ImageKind(models.TextChoices):

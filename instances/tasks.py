@@ -14,7 +14,7 @@ from django.db import close_old_connections
 from instances.backends import LOCAL_BACKENDS
 from instances.backends.base import BackendError
 from instances.models import Instance
-from instances.services import machines, power, reconciler
+from instances.services import machines, power, reconciler, snapshot_work
 
 log = logging.getLogger(__name__)
 
@@ -109,17 +109,17 @@ def disk_resize(disk_id: int) -> None:
 # a snapshot QEMU is still writing keeps its monitor busy for as long as the call's timeout
 @shared_task(name="instances.disk_snapshot", base=DeviceTask, retry_backoff_factor=30)
 def disk_snapshot(snapshot_id: int) -> None:
-    machines.disk_snapshot(snapshot_id)
+    snapshot_work.disk_snapshot(snapshot_id)
 
 
 @shared_task(name="instances.disk_snapshot_delete", base=DeviceTask, retry_backoff_factor=30)
 def disk_snapshot_delete(snapshot_id: int) -> None:
-    machines.disk_snapshot_delete(snapshot_id)
+    snapshot_work.disk_snapshot_delete(snapshot_id)
 
 
 @shared_task(name="instances.disk_snapshot_revert", base=DeviceTask)
 def disk_snapshot_revert(snapshot_id: int) -> None:
-    machines.disk_snapshot_revert(snapshot_id)
+    snapshot_work.disk_snapshot_revert(snapshot_id)
 
 
 @shared_task(name="instances.cdrom_change", base=DeviceTask)

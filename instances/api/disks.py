@@ -21,7 +21,7 @@ from instances.api.schemas import (
 from instances.choices import Role
 from instances.models import Disk, DiskSnapshot
 from instances.selectors import chosen
-from instances.services import storage
+from instances.services import snapshots, storage
 
 router = Router(tags=["disks"])
 
@@ -98,7 +98,7 @@ def disk_snapshot(request: HttpRequest, slug: Slug, disk_id: Id, payload: Snapsh
     instance's host: its state goes from taking to ready, or to failed with the reason; the
     name of a failed snapshot, asked for again, retries it."""
     disk = object_for(Disk, request, slug, disk_id, Role.OPERATOR)
-    snapshot = storage.disk_snapshot(disk=disk, actor=request_user(request), name=payload.name)
+    snapshot = snapshots.disk_snapshot(disk=disk, actor=request_user(request), name=payload.name)
     return Status(201, snapshot)
 
 
@@ -110,7 +110,7 @@ def disk_snapshot_delete(request: HttpRequest, slug: Slug, disk_id: Id, snapshot
     """A ready or failed snapshot reads deleting until the host removed it from the disk; then
     it is gone (404)."""
     snapshot = _snapshot(request, slug, disk_id, snapshot_id)
-    storage.disk_snapshot_delete(snapshot=snapshot, actor=request_user(request))
+    snapshots.disk_snapshot_delete(snapshot=snapshot, actor=request_user(request))
     return Status(202, snapshot)
 
 
@@ -124,7 +124,7 @@ def disk_snapshot_revert(
     """Only a stopped instance's disk, to a ready snapshot, with confirm true (409 otherwise).
     The instance's host reverts it; a start that comes first makes it fail, as its events say."""
     snapshot = _snapshot(request, slug, disk_id, snapshot_id)
-    storage.disk_snapshot_revert(
+    snapshots.disk_snapshot_revert(
         snapshot=snapshot, actor=request_user(request), confirm=payload.confirm
     )
     return Status(202, snapshot)

@@ -180,8 +180,9 @@ class Backend(Protocol):
     def delete_snapshot(self, machine_id: str, disk_name: str, snapshot_name: str) -> None:
         """Remove a snapshot from the disk; one the disk does not hold is gone already."""
 
-    def revert_snapshot(self, machine_id: str, disk_name: str, snapshot_name: str) -> None:
-        """Bring a stopped machine's disk back to the snapshot (which it keeps)."""
+    def revert_snapshot(self, machine_id: str, disk_name: str, snapshot_name: str) -> int:
+        """Bring a stopped machine's disk back to the snapshot (which it keeps); the disk's size
+        in GB afterwards (the size it had then)."""
 
     def change_cdrom(self, machine_id: str, disk_name: str, iso: Path | None) -> None: ...
 

@@ -1,6 +1,7 @@
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.utils import timezone
 
 from instances.choices import DiskBus, DiskRole, ImageKind, SnapshotState
 
@@ -90,11 +91,12 @@ class DiskSnapshot(models.Model):
     disk = models.ForeignKey(Disk, on_delete=models.CASCADE, related_name="snapshots")
     name = models.CharField(max_length=63)
     state = models.CharField(
-        max_length=8, choices=SnapshotState.choices, default=SnapshotState.TAKING
+        max_length=10, choices=SnapshotState.choices, default=SnapshotState.TAKING
     )
     message = models.CharField(max_length=300, blank=True, help_text="Why it failed.")
     consistent = models.BooleanField(default=False)
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(default=timezone.now, help_text="When it was taken.")
+    state_changed_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["disk", "-created_at"]

@@ -26,9 +26,9 @@ from instances.choices import (
     Outcome,
     PowerState,
     RunStrategy,
-    SnapshotState,
 )
-from instances.models import Disk, DiskSnapshot, Instance, NetworkInterface
+from instances.models import Disk, Instance, NetworkInterface
+from instances.services import snapshot_work
 from instances.services.audit import audit_record
 from instances.specs import disk_spec, machine_spec
 
@@ -299,48 +299,6 @@ def disk_resize(disk_id: int) -> None:
     backend_named(disk.instance.backend).resize_disk(machine_spec(disk.instance), disk_spec(disk))
 
 
-def disk_snapshot(snapshot_id: int) -> None:
-    """Take the snapshot; it is consistent when the guest froze its filesystems for it."""
-    snapshot = DiskSnapshot.objects.select_related("disk__instance").filter(pk=snapshot_id).first()
-    if snapshot is None:
-        return
-    instance = snapshot.disk.instance
-    if instance is None:  # its machine's folder holds the disk's file: a detached disk has none
-        disk_snapshot_failed(snapshot_id, "The disk was detached before it could be taken.")
-        return
-    backend = backend_named(instance.backend)
-    frozen = backend.snapshot_disk(instance.machine_id, snapshot.disk.device_name, snapshot.name)
-    DiskSnapshot.objects.filter(pk=snapshot_id).update(
-        state=SnapshotState.READY, consistent=frozen, message=""
-    )
-
-
-def disk_snapshot_delete(snapshot_id: int) -> None:
-    """Remove the snapshot from its disk, then its record."""
-    snapshot = DiskSnapshot.objects.select_related("disk__instance").filter(pk=snapshot_id).first()
-    if snapshot is None or snapshot.state != SnapshotState.DELETING:
-        return
-    instance = snapshot.disk.instance
-    if instance is None:
-        message = "The disk was detached before the snapshot could be deleted."
-        disk_snapshot_failed(snapshot_id, message, deleting=True)
-        return
-    backend = backend_named(instance.backend)
-    backend.delete_snapshot(instance.machine_id, snapshot.disk.device_name, snapshot.name)
-    DiskSnapshot.objects.filter(pk=snapshot_id, state=SnapshotState.DELETING).delete()
-
-
-def disk_snapshot_revert(snapshot_id: int) -> None:
-    snapshot = DiskSnapshot.objects.select_related("disk__instance").filter(pk=snapshot_id).first()
-    if snapshot is None:  # deleted meanwhile: there is nothing to go back to
-        return
-    if snapshot.disk.instance is None:
-        raise BackendError("The disk was detached before it could be reverted.")
-    instance = snapshot.disk.instance
-    backend = backend_named(instance.backend)
-    backend.revert_snapshot(instance.machine_id, snapshot.disk.device_name, snapshot.name)
-
-
 # what a device task was doing, for the event that says it failed: its model, and the words
 DEVICE_WORK: dict[str, tuple[type[Disk] | type[NetworkInterface], str]] = {
     "instances.disk_hotplug": (Disk, "Plugging in {name}"),
@@ -352,28 +310,9 @@ DEVICE_WORK: dict[str, tuple[type[Disk] | type[NetworkInterface], str]] = {
 
 def device_task_failed(task_name: str, object_id: int, message: str) -> None:
     """A device task failed for good: its instance's events say what did not happen and why
-    (a snapshot's record too). Work on a deleted instance's files leaves the log alone."""
-    if task_name == "instances.disk_snapshot":
-        disk_snapshot_failed(object_id, message)
-        return
-    if task_name == "instances.disk_snapshot_delete":
-        disk_snapshot_failed(object_id, message, deleting=True)
-        return
-    if task_name == "instances.disk_snapshot_revert":
-        snapshot = (
-            DiskSnapshot.objects.select_related("disk__instance__project")
-            .filter(pk=object_id)
-            .first()
-        )
-        if snapshot is not None and snapshot.disk.instance is not None:
-            audit_record(
-                actor=None,
-                action="disk.snapshot_revert",
-                project=snapshot.disk.instance.project,
-                target=snapshot.disk.instance,
-                outcome=Outcome.FAILURE,
-                message=f"Reverting {snapshot.disk.name} to {snapshot.name} failed: {message}",
-            )
+    (a snapshot says so too). Work on a deleted instance's files leaves the log alone."""
+    if task_name in snapshot_work.TASK_STATES:
+        snapshot_work.snapshot_failed(object_id, snapshot_work.TASK_STATES[task_name], message)
         return
     if task_name not in DEVICE_WORK:
         return
@@ -388,29 +327,6 @@ def device_task_failed(task_name: str, object_id: int, message: str) -> None:
         target=device.instance,
         outcome=Outcome.FAILURE,
         message=f"{work.format(name=device.name)} failed: {message}",
-    )
-
-
-def disk_snapshot_failed(snapshot_id: int, message: str, *, deleting: bool = False) -> None:
-    """The snapshot could not be taken (or deleted), even after retries: its record says so and
-    why, and so do the events of the disk's instance. The record stays, keeping its name from a
-    new snapshot: QEMU may yet finish one it timed out on, under that name (asking again for the
-    snapshot retries it, and counts such a late one as taken; deleting it removes it)."""
-    snapshot = DiskSnapshot.objects.select_related("disk__project").filter(pk=snapshot_id).first()
-    if snapshot is None:
-        return
-    DiskSnapshot.objects.filter(pk=snapshot_id).update(
-        state=SnapshotState.FAILED,
-        message=(f"Deleting it failed: {message}" if deleting else message)[:300],
-    )
-    what = f"{snapshot.name} of {snapshot.disk.name}"
-    audit_record(
-        actor=None,
-        action="disk.snapshot_delete" if deleting else "disk.snapshot",
-        project=snapshot.disk.project,
-        target=snapshot.disk.instance or snapshot.disk,
-        outcome=Outcome.FAILURE,
-        message=f"{'Deleting snapshot' if deleting else 'Snapshot'} {what} failed: {message}",
     )
 
 

@@ -16,6 +16,7 @@ from instances.errors import ActionRefused
 from instances.models import Instance
 from instances.services.audit import audit_record
 from instances.services.queueing import enqueue_host_task
+from instances.services.snapshots import reverting_disks
 
 # action → (states it may start from, transitional state, task name)
 OPERATIONS = {
@@ -43,6 +44,10 @@ def _request(instance: Instance, actor: AbstractBaseUser | None, action: str) ->
                 message=allowed.reason,
             )
             raise ActionRefused(allowed.reason)
+    if action == "start" and (disks := reverting_disks(instance.pk)):
+        raise ActionRefused(
+            f"{', '.join(disks)} is being reverted to a snapshot; start the instance after."
+        )
     sources, transitional, task = OPERATIONS[action]
     now = timezone.now()
     with transaction.atomic():

@@ -25,6 +25,7 @@ from instances.models import Instance, NetworkInterface
 from instances.services.audit import audit_record
 from instances.services.machines import SHUTDOWN_TIMEOUT, machine_set_link, settle
 from instances.services.queueing import enqueue_host_task
+from instances.services.snapshot_work import snapshots_settle_stuck
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,7 @@ def reconcile_host(host: str) -> None:
     3. Stuck in a transitional state (its worker died): settle it from what the backend reports.
     4. Running in both: refresh the carrier state of its NICs, and apply a link state the
        user changed while it started (the link's own task found it not yet running).
+    5. Snapshots whose work did not finish in time fail, saying so.
     """
     stuck_before = timezone.now() - timedelta(seconds=STUCK_AFTER_SECONDS)
     local = Instance.objects.filter(host=host, backend__in=LOCAL_BACKENDS)
@@ -64,6 +66,7 @@ def reconcile_host(host: str) -> None:
             log.warning("reconciling %s: %s", instance.machine_id, error.message)
         except Exception:  # one machine's surprise must not keep the host's others unwatched
             log.exception("reconciling %s", instance.machine_id)
+    snapshots_settle_stuck(host)
 
 
 def _reconcile(instance: Instance, stuck_before: datetime) -> None:

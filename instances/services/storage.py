@@ -1,20 +1,19 @@
-"""Disks: create, attach, detach, resize, snapshot; CD-ROM insert and eject."""
+"""Disks: create, attach, detach, resize; CD-ROM insert and eject. (Snapshots: snapshots.py.)"""
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import F, Q
 
 from instances import actions
 from instances.access import project_role
 from instances.backends.base import HOTPLUG_DISKS, MAX_SATA_DEVICES
-from instances.choices import DiskBus, DiskRole, ImageKind, PowerState, SnapshotState
+from instances.choices import DiskBus, DiskRole, ImageKind, PowerState
 from instances.errors import ActionRefused
-from instances.models import Disk, DiskSnapshot, Image, Instance, Project
+from instances.models import Disk, Image, Instance, Project
 from instances.services.audit import audit_record
 from instances.services.queueing import enqueue_host_task
 from instances.specs import effective_bus
-from instances.validators import validate_dns_label
 
 
 def _require_change(disk: Disk, actor: AbstractBaseUser) -> None:
@@ -209,90 +208,6 @@ def disk_resize(*, disk: Disk, actor: AbstractBaseUser, size_gb: int) -> None:
                      detail={"from_gb": previous, "to_gb": size_gb})  # fmt: skip
         if disk.instance:
             enqueue_host_task(disk.instance, "instances.disk_resize", disk.pk)
-
-
-def disk_snapshot(*, disk: Disk, actor: AbstractBaseUser, name: str) -> DiskSnapshot:
-    """Snapshot a disk; the guest's filesystems are frozen around it when it runs."""
-    if disk.instance is None:
-        raise ActionRefused("Attach the disk to an instance to snapshot it.")
-    actions.require(actions.configure(disk.instance, project_role(actor, disk.project)))
-    if disk.role not in (DiskRole.ROOT, DiskRole.SECONDARY):
-        raise ValidationError({"disk": "Only root and secondary disks have snapshots."})
-    try:
-        validate_dns_label(name)
-    except ValidationError as error:
-        raise ValidationError({"name": error.messages}) from None
-    taken = ValidationError({"name": f"{disk.name} already has a snapshot called {name}."})
-    with transaction.atomic():
-        failed = disk.snapshots.filter(name=name, state=SnapshotState.FAILED)
-        # asking again for a failed snapshot retries it: the host finds one QEMU finished late
-        if failed.update(state=SnapshotState.TAKING, message=""):
-            snapshot = disk.snapshots.get(name=name)
-        elif disk.snapshots.filter(name=name).exists():
-            raise taken
-        else:
-            try:  # the same name asked for twice at once: the unique constraint picks one
-                with transaction.atomic():
-                    snapshot = DiskSnapshot.objects.create(disk=disk, name=name)
-            except IntegrityError:
-                raise taken from None
-        audit_record(actor=actor, action="disk.snapshot", project=disk.project, target=snapshot)
-        enqueue_host_task(disk.instance, "instances.disk_snapshot", snapshot.pk)
-    return snapshot
-
-
-def disk_snapshot_delete(*, snapshot: DiskSnapshot, actor: AbstractBaseUser) -> None:
-    """Delete a snapshot from its disk; its record goes once the host has removed it (until
-    then it reads Deleting and keeps its name). A failed one goes too, with whatever QEMU
-    wrote of it late."""
-    disk = snapshot.disk
-    if disk.instance is None:
-        raise ActionRefused("Attach the disk to an instance to delete its snapshots.")
-    actions.require(actions.configure(disk.instance, project_role(actor, disk.project)))
-    with transaction.atomic():
-        deletable = (SnapshotState.READY, SnapshotState.FAILED)
-        rows = DiskSnapshot.objects.filter(pk=snapshot.pk, state__in=deletable)
-        if not rows.update(state=SnapshotState.DELETING, message=""):
-            snapshot.refresh_from_db(fields=["state"])
-            if snapshot.state == SnapshotState.TAKING:
-                raise ActionRefused(f"Snapshot {snapshot.name} is being taken; delete it after.")
-            raise ActionRefused(f"Snapshot {snapshot.name} is being deleted already.")
-        audit_record(
-            actor=actor, action="disk.snapshot_delete", project=disk.project, target=disk,
-            detail={"snapshot": snapshot.name},
-        )  # fmt: skip
-        enqueue_host_task(disk.instance, "instances.disk_snapshot_delete", snapshot.pk)
-    snapshot.state = SnapshotState.DELETING
-
-
-def disk_snapshot_revert(
-    *, snapshot: DiskSnapshot, actor: AbstractBaseUser, confirm: bool = False
-) -> None:
-    """Bring a stopped instance's disk back to a snapshot, on its host (a start that comes first
-    makes it fail, as the instance's events say); what the disk held since is lost, so it needs
-    a confirmation."""
-    disk = snapshot.disk
-    if disk.instance is None:
-        raise ActionRefused("Attach the disk to an instance to revert it to a snapshot.")
-    actions.require(actions.revert_disk(disk.instance, project_role(actor, disk.project)))
-    not_ready: dict[str, str] = {
-        SnapshotState.TAKING: "is being taken; revert to it once it is",
-        SnapshotState.FAILED: "failed; retry it first",
-        SnapshotState.DELETING: "is being deleted",
-    }
-    if snapshot.state in not_ready:
-        raise ActionRefused(f"Snapshot {snapshot.name} {not_ready[snapshot.state]}.")
-    if not confirm:
-        raise ActionRefused(
-            f"Reverting {disk.name} to {snapshot.name} discards everything written to it since "
-            "the snapshot. Confirm to continue."
-        )
-    with transaction.atomic():
-        audit_record(
-            actor=actor, action="disk.snapshot_revert", project=disk.project, target=disk,
-            detail={"snapshot": snapshot.name},
-        )  # fmt: skip
-        enqueue_host_task(disk.instance, "instances.disk_snapshot_revert", snapshot.pk)
 
 
 def cdrom_insert(*, disk: Disk, actor: AbstractBaseUser, image: Image) -> None:

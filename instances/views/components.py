@@ -16,7 +16,7 @@ from instances.forms import images_for
 from instances.http import AuthedRequest
 from instances.models import Disk, DiskSnapshot, ElasticIP, Instance, NetworkInterface
 from instances.selectors import M, chosen
-from instances.services import network, storage
+from instances.services import network, snapshots, storage
 from instances.views.instances import back_to_detail
 
 
@@ -82,17 +82,17 @@ def disk_action(request: AuthedRequest, project_slug: str, pk: int, action: str)
 
     def snapshot() -> None:
         name = request.POST.get("name", "").strip()
-        storage.disk_snapshot(disk=disk(), actor=user, name=name)
+        snapshots.disk_snapshot(disk=disk(), actor=user, name=name)
 
     def snapshot_chosen() -> DiskSnapshot:
         snapshots = DiskSnapshot.objects.filter(disk__in=instance.disks.all())
         return _chosen(snapshots.select_related("disk"), request, "snapshot", "a snapshot")
 
     def delete_snapshot() -> None:
-        storage.disk_snapshot_delete(snapshot=snapshot_chosen(), actor=user)
+        snapshots.disk_snapshot_delete(snapshot=snapshot_chosen(), actor=user)
 
     def revert() -> None:
-        storage.disk_snapshot_revert(
+        snapshots.disk_snapshot_revert(
             snapshot=snapshot_chosen(), actor=user, confirm=request.POST.get("confirm") == "1"
         )
 

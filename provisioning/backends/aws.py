@@ -308,7 +308,7 @@ class AwsVmBackend:
     def delete_snapshot(self, machine_id: str, disk_name: str, snapshot_name: str) -> None:
         raise self._unsupported("Disk snapshots")
 
-    def revert_snapshot(self, machine_id: str, disk_name: str, snapshot_name: str) -> None:
+    def revert_snapshot(self, machine_id: str, disk_name: str, snapshot_name: str) -> int:
         raise self._unsupported("Disk snapshots")
 
     def change_cdrom(self, machine_id: str, disk_name: str, iso: Path | None) -> None:

@@ -119,3 +119,17 @@ def test_reverting_a_disk_to_a_snapshot_asks_for_confirmation_first(
     page.get_by_label(f"Revert {disk.name} to nightly").click()
     expect(page.get_by_text("Revert requested.")).to_be_visible()
     assert AuditEvent.objects.filter(action="disk.snapshot_revert").count() == 1
+
+
+def test_a_snapshot_being_taken_shows_up_taken_without_a_reload(
+    page, login, project, operator, subnet
+):
+    instance = instance_create(project=project, actor=operator, request=instance_request(subnet))
+    snapshot = DiskSnapshot.objects.create(disk=instance.disks.get(), name="nightly")
+    login("operator")
+    page.goto(f"/projects/{project.slug}/instances/{instance.pk}/?tab=storage")
+    cell = page.locator("[data-snapshot=nightly]")
+    expect(cell).to_contain_text("(taking…)")
+    DiskSnapshot.objects.filter(pk=snapshot.pk).update(state=SnapshotState.READY, consistent=True)
+    expect(cell).to_contain_text("(frozen)")
+    expect(cell.get_by_role("button", name="Delete snapshot nightly")).to_be_visible()

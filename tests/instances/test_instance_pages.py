@@ -212,8 +212,9 @@ def test_the_storage_tab_shows_each_snapshots_state_and_retries_a_failed_one(
     url = reverse("instance-detail", args=[project.slug, instance.pk]) + "?tab=storage"
     html = " ".join(client_for("operator").get(url).text.split())
     assert 'nightly <small class="muted">(taking…)</small>' in html
-    assert "(failed: No space left.)" in html and "<button>Retry</button>" in html
-    assert "<button>Retry</button>" not in client_for("viewer").get(url).text
+    assert f'<td id="snapshots-{disk.pk}" hx-get="?tab=storage"' in html  # polls till taken
+    assert "(failed: No space left.)" in html and 'again">Retry</button>' in html
+    assert ">Retry</button>" not in client_for("viewer").get(url).text
 
     retry = reverse("instance-disk-action", args=[project.slug, instance.pk, "snapshot"])
     with django_capture_on_commit_callbacks() as callbacks:
@@ -256,6 +257,7 @@ def test_the_storage_tab_reverts_a_disk_once_stopped(
 
     Instance.objects.filter(pk=instance.pk).update(power_state=PowerState.STOPPED)
     html = client_for("operator").get(url).text
+    assert f'<td id="snapshots-{disk.pk}">' in html  # nothing under way: no polling
     assert f'hx-confirm="Reverting {disk.name} to nightly discards everything' in html
     revert = reverse("instance-disk-action", args=[project.slug, instance.pk, "revert"])
     with django_capture_on_commit_callbacks() as callbacks:

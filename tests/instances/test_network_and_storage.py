@@ -4,7 +4,7 @@ from django.core.exceptions import ValidationError
 from instances.choices import DiskRole, ImageKind, LinkState, PowerState, Role
 from instances.errors import ActionRefused
 from instances.models import AuditEvent, Disk, ElasticIP, Instance
-from instances.services import ipam, network, storage
+from instances.services import ipam, network, snapshots, storage
 from instances.services.instances import DiskRequest, instance_create
 from tests.factories import ImageFactory, MembershipFactory, SubnetFactory, instance_request
 
@@ -167,10 +167,10 @@ def test_disks_only_grow(instance, operator):
 def test_a_snapshot_name_is_a_label_and_unique(instance, operator):
     disk = instance.disks.get(role=DiskRole.SECONDARY)
     with pytest.raises(ValidationError, match="lowercase letters"):
-        storage.disk_snapshot(disk=disk, actor=operator, name="Before Upgrade")
-    storage.disk_snapshot(disk=disk, actor=operator, name="before-upgrade")
+        snapshots.disk_snapshot(disk=disk, actor=operator, name="Before Upgrade")
+    snapshots.disk_snapshot(disk=disk, actor=operator, name="before-upgrade")
     with pytest.raises(ValidationError, match="already has a snapshot called before-upgrade"):
-        storage.disk_snapshot(disk=disk, actor=operator, name="before-upgrade")
+        snapshots.disk_snapshot(disk=disk, actor=operator, name="before-upgrade")
 
 
 def test_a_cdrom_takes_isos_only(instance, project, operator):
@@ -359,7 +359,7 @@ def test_cdrom_drives_have_no_snapshots(instance, project, operator):
         project=project, actor=operator, name="cd", zone="local-1a", size_gb=0, role=DiskRole.CDROM
     )
     storage.disk_attach(disk=drive, instance=instance, actor=operator)
-    assert refusal(storage.disk_snapshot, disk=drive, actor=operator, name="first") == {
+    assert refusal(snapshots.disk_snapshot, disk=drive, actor=operator, name="first") == {
         "disk": ["Only root and secondary disks have snapshots."]
     }
 

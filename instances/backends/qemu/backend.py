@@ -461,7 +461,7 @@ class QemuBackend:
                     {"device": node_name(disk_name), "name": snapshot_name},
                 )
 
-    def revert_snapshot(self, machine_id: str, disk_name: str, snapshot_name: str) -> None:
+    def revert_snapshot(self, machine_id: str, disk_name: str, snapshot_name: str) -> int:
         """qemu-img, under the machine's lock: a start waits for it to finish."""
         run = self._run_folder(machine_id)
         with run.lock():
@@ -471,6 +471,7 @@ class QemuBackend:
             if snapshot_name not in self.qemu_img.snapshots(path):
                 raise BackendError(f"{disk_name} has no snapshot called {snapshot_name}.")
             self.qemu_img.revert_snapshot(path, snapshot_name)
+            return self.qemu_img.virtual_size(path) // GIB
 
     def change_cdrom(self, machine_id: str, disk_name: str, iso: Path | None) -> None:
         """Insert or eject media of a running machine; a stopped one boots with its spec's ISO."""

@@ -129,7 +129,7 @@ def test_an_attached_disk_is_snapshotted_once_per_name(
     assert response.json()["disk"] == root.pk
     again = api.post(f"/projects/alpha/disks/{root.pk}/snapshots", {"name": "before-upgrade"})
     assert errors_of(again) == {
-        "name": [f"{root.name} already has a snapshot called before-upgrade."]
+        "name": [f"{root.name} already has a snapshot called before-upgrade; it is being taken."]
     }
     assert DiskSnapshot.objects.count() == 1
 
@@ -160,7 +160,7 @@ def test_a_snapshot_is_deleted_by_id_once_taken(
     snapshot = DiskSnapshot.objects.create(disk=root, name="nightly")
     url = f"/projects/alpha/disks/{root.pk}/snapshots/{snapshot.pk}"
     api = api_for("operator")
-    assert api.delete(url).json()["detail"] == "Snapshot nightly is being taken; delete it after."
+    assert api.delete(url).json()["detail"] == "Snapshot nightly is being taken; wait for it."
     DiskSnapshot.objects.filter(pk=snapshot.pk).update(state="ready")
     assert api_for("viewer").delete(url).status_code == 403
     with django_capture_on_commit_callbacks() as callbacks:

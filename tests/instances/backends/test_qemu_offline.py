@@ -601,7 +601,8 @@ def test_a_stopped_machines_disk_is_reverted_to_a_snapshot_with_qemu_img(short_d
     qemu_io("write -P 0x11 0 64k")
     backend.snapshot_disk("i-1", "disk-3", "before-upgrade")
     qemu_io("write -P 0x22 0 64k")  # the upgrade
-    backend.revert_snapshot("i-1", "disk-3", "before-upgrade")
+    backend.resize_disk(machine, DiskSpec("disk-3", "secondary", "virtio", size_gb=2))
+    assert backend.revert_snapshot("i-1", "disk-3", "before-upgrade") == 1  # its size then
     assert "Pattern verification failed" not in qemu_io("read -P 0x11 0 64k")
     assert backend.qemu_img.snapshots(disk) == ["before-upgrade"]  # kept, to go back again
 

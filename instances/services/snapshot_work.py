@@ -1,0 +1,133 @@
+"""The host's side of disk snapshots: take, revert to, delete; and what a failure leaves.
+
+Each task acts only while the snapshot is in the state its request set (taking, reverting,
+deleting), and settles it with a conditional UPDATE from that state: a message delivered again
+after the work was done, or after the reconciler gave up on it, changes nothing.
+"""
+
+from datetime import datetime, timedelta
+
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from instances.backends import backend_named
+from instances.choices import Outcome, SnapshotState
+from instances.models import Disk, DiskSnapshot
+from instances.services.audit import audit_record
+
+# a state a host's task did not move on from within this long is stuck (its worker stopped):
+# well past a snapshot's four tries of freeze and write (60 s each) and their backoffs
+STUCK_AFTER_SECONDS = 20 * 60
+
+# what failed, by the state it failed in: the action of its event and the words
+WORK: dict[str, tuple[str, str]] = {
+    SnapshotState.TAKING: ("disk.snapshot", "Snapshot {name} of {disk}"),
+    SnapshotState.REVERTING: ("disk.snapshot_revert", "Reverting {disk} to {name}"),
+    SnapshotState.DELETING: ("disk.snapshot_delete", "Deleting snapshot {name} of {disk}"),
+}
+
+
+def disk_snapshot(snapshot_id: int) -> None:
+    """Take the snapshot; it is consistent when the guest froze its filesystems for it."""
+    snapshot = _in_state(snapshot_id, SnapshotState.TAKING)
+    if snapshot is None:
+        return
+    instance = snapshot.disk.instance
+    if instance is None:  # its machine's folder holds the disk's file: a detached disk has none
+        snapshot_failed(snapshot_id, SnapshotState.TAKING, "The disk was detached first.")
+        return
+    backend = backend_named(instance.backend)
+    frozen = backend.snapshot_disk(instance.machine_id, snapshot.disk.device_name, snapshot.name)
+    _settle(snapshot_id, SnapshotState.TAKING).update(
+        state=SnapshotState.READY, consistent=frozen, state_changed_at=timezone.now()
+    )
+
+
+def disk_snapshot_revert(snapshot_id: int) -> None:
+    """Bring the stopped machine's disk back to the snapshot; the disk is the size it was then."""
+    snapshot = _in_state(snapshot_id, SnapshotState.REVERTING)
+    if snapshot is None:
+        return
+    instance = snapshot.disk.instance
+    if instance is None:
+        snapshot_failed(snapshot_id, SnapshotState.REVERTING, "The disk was detached first.")
+        return
+    backend = backend_named(instance.backend)
+    size_gb = backend.revert_snapshot(instance.machine_id, snapshot.disk.device_name, snapshot.name)
+    Disk.objects.filter(pk=snapshot.disk_id).update(size_gb=size_gb)
+    _settle(snapshot_id, SnapshotState.REVERTING).update(
+        state=SnapshotState.READY, state_changed_at=timezone.now()
+    )
+
+
+def disk_snapshot_delete(snapshot_id: int) -> None:
+    """Remove the snapshot from its disk, then its record."""
+    snapshot = _in_state(snapshot_id, SnapshotState.DELETING)
+    if snapshot is None:
+        return
+    instance = snapshot.disk.instance
+    if instance is None:
+        snapshot_failed(snapshot_id, SnapshotState.DELETING, "The disk was detached first.")
+        return
+    backend = backend_named(instance.backend)
+    backend.delete_snapshot(instance.machine_id, snapshot.disk.device_name, snapshot.name)
+    _settle(snapshot_id, SnapshotState.DELETING).delete()
+
+
+TASK_STATES = {
+    "instances.disk_snapshot": SnapshotState.TAKING,
+    "instances.disk_snapshot_revert": SnapshotState.REVERTING,
+    "instances.disk_snapshot_delete": SnapshotState.DELETING,
+}
+
+
+def snapshot_failed(snapshot_id: int, state: str, message: str) -> None:
+    """The work of `state` failed for good (after its retries): the snapshot says why, and so
+    do the events of the disk's instance. A failed take or delete leaves it Failed, keeping its
+    name from a new snapshot: QEMU may yet finish one it timed out on, under that name (asking
+    again for the snapshot retries it and counts such a late one as taken; deleting it removes
+    it). A failed revert leaves the snapshot as it was, Ready."""
+    snapshot = DiskSnapshot.objects.select_related("disk__project").filter(pk=snapshot_id).first()
+    if snapshot is None or snapshot.state != state:
+        return
+    action, work = WORK[state]
+    told = f"{work.format(name=snapshot.name, disk=snapshot.disk.name)} failed: {message}"
+    settled = SnapshotState.READY if state == SnapshotState.REVERTING else SnapshotState.FAILED
+    recorded = message if state == SnapshotState.TAKING else told
+    if not _settle(snapshot_id, state).update(
+        state=settled,
+        message="" if settled == SnapshotState.READY else recorded[:300],
+        state_changed_at=timezone.now(),
+    ):
+        return
+    audit_record(
+        actor=None,
+        action=action,
+        project=snapshot.disk.project,
+        target=snapshot.disk.instance or snapshot.disk,
+        outcome=Outcome.FAILURE,
+        message=told,
+    )
+
+
+def snapshots_settle_stuck(host: str, now: datetime | None = None) -> None:
+    """Snapshots of this host's instances whose work did not finish in STUCK_AFTER_SECONDS
+    (its worker stopped, its message was lost) fail with that reason: the user can retry or
+    delete them, and an instance waiting for a revert can start again."""
+    before = (now or timezone.now()) - timedelta(seconds=STUCK_AFTER_SECONDS)
+    stuck = DiskSnapshot.objects.filter(
+        disk__instance__host=host, state__in=list(WORK), state_changed_at__lt=before
+    )
+    minutes = STUCK_AFTER_SECONDS // 60
+    for snapshot_id, state in stuck.values_list("pk", "state"):
+        message = f"The host did not finish within {minutes} minutes (its worker may have stopped)."
+        snapshot_failed(snapshot_id, state, message)
+
+
+def _in_state(snapshot_id: int, state: str) -> DiskSnapshot | None:
+    rows = DiskSnapshot.objects.select_related("disk__instance")
+    return rows.filter(pk=snapshot_id, state=state).first()
+
+
+def _settle(snapshot_id: int, state: str) -> QuerySet[DiskSnapshot]:
+    return DiskSnapshot.objects.filter(pk=snapshot_id, state=state)

@@ -1,0 +1,129 @@
+"""Disk snapshots as users ask for them: take (or retry), revert a disk to one, delete.
+
+Each request moves the snapshot into a transitional state (taking, reverting, deleting) with a
+conditional UPDATE and queues the work on the instance's host, which acts only while that state
+holds (see machines.disk_snapshot and the two after it). A snapshot that failed keeps its name:
+QEMU may still finish writing it, and a new snapshot must never be taken for that one.
+"""
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from instances import actions
+from instances.access import project_role
+from instances.choices import DiskRole, SnapshotState
+from instances.errors import ActionRefused
+from instances.models import Disk, DiskSnapshot
+from instances.services.audit import audit_record
+from instances.services.queueing import enqueue_host_task
+from instances.validators import validate_dns_label
+
+BUSY: dict[str, str] = {
+    SnapshotState.TAKING: "is being taken",
+    SnapshotState.REVERTING: "is being reverted to",
+    SnapshotState.DELETING: "is being deleted",
+}
+
+
+def disk_snapshot(*, disk: Disk, actor: AbstractBaseUser, name: str) -> DiskSnapshot:
+    """Snapshot a disk; the guest's filesystems are frozen around it when it runs. The name of
+    a failed snapshot retries it: the host counts one QEMU finished late as taken."""
+    if disk.instance is None:
+        raise ActionRefused("Attach the disk to an instance to snapshot it.")
+    actions.require(actions.configure(disk.instance, project_role(actor, disk.project)))
+    if disk.role not in (DiskRole.ROOT, DiskRole.SECONDARY):
+        raise ValidationError({"disk": "Only root and secondary disks have snapshots."})
+    try:
+        validate_dns_label(name)
+    except ValidationError as error:
+        raise ValidationError({"name": error.messages}) from None
+    taken = ValidationError({"name": f"{disk.name} already has a snapshot called {name}."})
+    now = timezone.now()
+    with transaction.atomic():
+        failed = disk.snapshots.filter(name=name, state=SnapshotState.FAILED)
+        if failed.update(
+            state=SnapshotState.TAKING, message="", created_at=now, state_changed_at=now
+        ):
+            snapshot = disk.snapshots.get(name=name)
+        elif existing := disk.snapshots.filter(name=name).first():
+            if existing.state in BUSY:
+                busy = f"{disk.name} already has a snapshot called {name}; it "
+                raise ValidationError({"name": busy + f"{BUSY[existing.state]}."})
+            raise taken
+        else:
+            try:  # the same name asked for twice at once: the unique constraint picks one
+                with transaction.atomic():
+                    snapshot = DiskSnapshot.objects.create(disk=disk, name=name)
+            except IntegrityError:
+                raise taken from None
+        audit_record(actor=actor, action="disk.snapshot", project=disk.project, target=snapshot)
+        enqueue_host_task(disk.instance, "instances.disk_snapshot", snapshot.pk)
+    return snapshot
+
+
+def disk_snapshot_revert(
+    *, snapshot: DiskSnapshot, actor: AbstractBaseUser, confirm: bool = False
+) -> None:
+    """Bring a stopped instance's disk back to a ready snapshot, on its host; the instance
+    cannot start until it is done. What the disk held since is lost: it needs a confirmation."""
+    disk = snapshot.disk
+    if disk.instance is None:
+        raise ActionRefused("Attach the disk to an instance to revert it to a snapshot.")
+    actions.require(actions.revert_disk(disk.instance, project_role(actor, disk.project)))
+    if snapshot.state == SnapshotState.FAILED:
+        raise ActionRefused(f"Snapshot {snapshot.name} failed; retry it first.")
+    _require_not_busy(snapshot)
+    if not confirm:
+        raise ActionRefused(
+            f"Reverting {disk.name} to {snapshot.name} discards everything written to it since "
+            "the snapshot. Confirm to continue."
+        )
+    with transaction.atomic():
+        _claim(snapshot, (SnapshotState.READY,), SnapshotState.REVERTING)
+        audit_record(
+            actor=actor, action="disk.snapshot_revert", project=disk.project, target=disk,
+            detail={"snapshot": snapshot.name},
+        )  # fmt: skip
+        enqueue_host_task(disk.instance, "instances.disk_snapshot_revert", snapshot.pk)
+
+
+def disk_snapshot_delete(*, snapshot: DiskSnapshot, actor: AbstractBaseUser) -> None:
+    """Delete a snapshot from its disk; its record goes once the host has removed it (until
+    then it reads Deleting and keeps its name). A failed one goes too, with whatever QEMU
+    wrote of it late."""
+    disk = snapshot.disk
+    if disk.instance is None:
+        raise ActionRefused("Attach the disk to an instance to delete its snapshots.")
+    actions.require(actions.configure(disk.instance, project_role(actor, disk.project)))
+    _require_not_busy(snapshot)
+    with transaction.atomic():
+        _claim(snapshot, (SnapshotState.READY, SnapshotState.FAILED), SnapshotState.DELETING)
+        audit_record(
+            actor=actor, action="disk.snapshot_delete", project=disk.project, target=disk,
+            detail={"snapshot": snapshot.name},
+        )  # fmt: skip
+        enqueue_host_task(disk.instance, "instances.disk_snapshot_delete", snapshot.pk)
+
+
+def reverting_disks(instance_id: int) -> list[str]:
+    """The names of the instance's disks being reverted to a snapshot: it may not start yet."""
+    rows = DiskSnapshot.objects.filter(disk__instance_id=instance_id, state=SnapshotState.REVERTING)
+    return list(rows.values_list("disk__name", flat=True))
+
+
+def _require_not_busy(snapshot: DiskSnapshot) -> None:
+    if snapshot.state in BUSY:
+        raise ActionRefused(f"Snapshot {snapshot.name} {BUSY[snapshot.state]}; wait for it.")
+
+
+def _claim(snapshot: DiskSnapshot, sources: tuple[str, ...], state: str) -> None:
+    """Move the snapshot from one of sources into state, or refuse: another request did first."""
+    now = timezone.now()
+    rows = DiskSnapshot.objects.filter(pk=snapshot.pk, state__in=sources)
+    if not rows.update(state=state, message="", state_changed_at=now):
+        snapshot.refresh_from_db(fields=["state"])
+        _require_not_busy(snapshot)
+        raise ActionRefused(f"Snapshot {snapshot.name} is {snapshot.get_state_display().lower()}.")
+    snapshot.state, snapshot.message, snapshot.state_changed_at = state, "", now
