@@ -11,6 +11,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from instances.backends import backend_named
+from instances.backends.base import Backend
 from instances.choices import Outcome, SnapshotState
 from instances.models import Disk, DiskSnapshot
 from instances.services.audit import audit_record
@@ -29,15 +30,10 @@ WORK: dict[str, tuple[str, str]] = {
 
 def disk_snapshot(snapshot_id: int) -> None:
     """Take the snapshot; it is consistent when the guest froze its filesystems for it."""
-    snapshot = _in_state(snapshot_id, SnapshotState.TAKING)
-    if snapshot is None:
+    if (work := _work(snapshot_id, SnapshotState.TAKING)) is None:
         return
-    instance = snapshot.disk.instance
-    if instance is None:  # its machine's folder holds the disk's file: a detached disk has none
-        snapshot_failed(snapshot_id, SnapshotState.TAKING, "The disk was detached first.")
-        return
-    backend = backend_named(instance.backend)
-    frozen = backend.snapshot_disk(instance.machine_id, snapshot.disk.device_name, snapshot.name)
+    snapshot, machine_id, backend = work
+    frozen = backend.snapshot_disk(machine_id, snapshot.disk.device_name, snapshot.name)
     _settle(snapshot_id, SnapshotState.TAKING).update(
         state=SnapshotState.READY, consistent=frozen, state_changed_at=timezone.now()
     )
@@ -45,15 +41,10 @@ def disk_snapshot(snapshot_id: int) -> None:
 
 def disk_snapshot_revert(snapshot_id: int) -> None:
     """Bring the stopped machine's disk back to the snapshot; the disk is the size it was then."""
-    snapshot = _in_state(snapshot_id, SnapshotState.REVERTING)
-    if snapshot is None:
+    if (work := _work(snapshot_id, SnapshotState.REVERTING)) is None:
         return
-    instance = snapshot.disk.instance
-    if instance is None:
-        snapshot_failed(snapshot_id, SnapshotState.REVERTING, "The disk was detached first.")
-        return
-    backend = backend_named(instance.backend)
-    size_gb = backend.revert_snapshot(instance.machine_id, snapshot.disk.device_name, snapshot.name)
+    snapshot, machine_id, backend = work
+    size_gb = backend.revert_snapshot(machine_id, snapshot.disk.device_name, snapshot.name)
     Disk.objects.filter(pk=snapshot.disk_id).update(size_gb=size_gb)
     _settle(snapshot_id, SnapshotState.REVERTING).update(
         state=SnapshotState.READY, state_changed_at=timezone.now()
@@ -62,15 +53,10 @@ def disk_snapshot_revert(snapshot_id: int) -> None:
 
 def disk_snapshot_delete(snapshot_id: int) -> None:
     """Remove the snapshot from its disk, then its record."""
-    snapshot = _in_state(snapshot_id, SnapshotState.DELETING)
-    if snapshot is None:
+    if (work := _work(snapshot_id, SnapshotState.DELETING)) is None:
         return
-    instance = snapshot.disk.instance
-    if instance is None:
-        snapshot_failed(snapshot_id, SnapshotState.DELETING, "The disk was detached first.")
-        return
-    backend = backend_named(instance.backend)
-    backend.delete_snapshot(instance.machine_id, snapshot.disk.device_name, snapshot.name)
+    snapshot, machine_id, backend = work
+    backend.delete_snapshot(machine_id, snapshot.disk.device_name, snapshot.name)
     _settle(snapshot_id, SnapshotState.DELETING).delete()
 
 
@@ -124,9 +110,19 @@ def snapshots_settle_stuck(host: str, now: datetime | None = None) -> None:
         snapshot_failed(snapshot_id, state, message)
 
 
-def _in_state(snapshot_id: int, state: str) -> DiskSnapshot | None:
+def _work(snapshot_id: int, state: str) -> tuple[DiskSnapshot, str, Backend] | None:
+    """The snapshot while it is in `state`, its machine and backend; None when it moved on, or
+    when its disk was detached meanwhile (its machine's folder holds the disk's file: the work
+    fails, saying so)."""
     rows = DiskSnapshot.objects.select_related("disk__instance")
-    return rows.filter(pk=snapshot_id, state=state).first()
+    snapshot = rows.filter(pk=snapshot_id, state=state).first()
+    if snapshot is None:
+        return None
+    instance = snapshot.disk.instance
+    if instance is None:
+        snapshot_failed(snapshot_id, state, "The disk was detached first.")
+        return None
+    return snapshot, instance.machine_id, backend_named(instance.backend)
 
 
 def _settle(snapshot_id: int, state: str) -> QuerySet[DiskSnapshot]:

@@ -67,18 +67,24 @@ def test_add_interface_adds_a_named_row_that_submits(page, login, project, opera
     ]
 
 
+def dismiss_next_dialog(page) -> list[str]:  # type: ignore[no-untyped-def]
+    """The page's next confirm() is dismissed; its message lands in the list returned."""
+    messages: list[str] = []
+
+    def dismiss(dialog):  # type: ignore[no-untyped-def]
+        messages.append(dialog.message)
+        dialog.dismiss()
+
+    page.once("dialog", dismiss)
+    return messages
+
+
 def test_force_shutdown_asks_for_confirmation_first(page, login, project, operator, subnet):
     instance = instance_create(project=project, actor=operator, request=instance_request(subnet))
     Instance.objects.filter(pk=instance.pk).update(power_state=PowerState.RUNNING)
     login("operator")
     page.goto(f"/projects/{project.slug}/instances/{instance.pk}/")
-    messages = []
-
-    def dismiss(dialog):
-        messages.append(dialog.message)
-        dialog.dismiss()
-
-    page.once("dialog", dismiss)
+    messages = dismiss_next_dialog(page)
     page.click("button[data-action=force_stop]")
     page.wait_for_timeout(300)
     assert messages and messages[0].startswith("Force Shutdown cuts the power at once")
@@ -100,13 +106,7 @@ def test_reverting_a_disk_to_a_snapshot_asks_for_confirmation_first(
     DiskSnapshot.objects.create(disk=disk, name="nightly", state=SnapshotState.READY)
     login("operator")
     page.goto(f"/projects/{project.slug}/instances/{instance.pk}/?tab=storage")
-    messages = []
-
-    def dismiss(dialog):
-        messages.append(dialog.message)
-        dialog.dismiss()
-
-    page.once("dialog", dismiss)
+    messages = dismiss_next_dialog(page)
     page.get_by_label(f"Revert {disk.name} to nightly").click()
     page.wait_for_timeout(300)
     assert messages == [
