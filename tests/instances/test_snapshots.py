@@ -265,10 +265,9 @@ def test_a_disk_is_reverted_only_when_stopped_and_to_a_taken_snapshot(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_revert_that_fails_on_the_host_says_why_and_leaves_the_snapshot_ready(reverting):
-    backend, snapshot, ask = reverting(3)
-    ask()
-    backend.answer = BackendError("Stop the instance before reverting a disk to a snapshot.")
+def test_a_revert_that_fails_on_the_host_says_why_and_leaves_the_snapshot_ready(snapshot_with):
+    refusal = BackendError("Stop the instance before reverting a disk to a snapshot.")
+    _, snapshot = snapshot_with(refusal, state=SnapshotState.REVERTING)
     assert tasks.disk_snapshot_revert.apply(args=[snapshot.pk]).failed()
     assert state_of(snapshot) == (SnapshotState.READY, "")
     event = AuditEvent.objects.get(action="disk.snapshot_revert", outcome=Outcome.FAILURE)
