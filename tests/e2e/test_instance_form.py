@@ -134,3 +134,22 @@ def test_a_snapshot_being_taken_shows_up_taken_without_a_reload(
     DiskSnapshot.objects.filter(pk=snapshot.pk).update(state=SnapshotState.READY, consistent=True)
     expect(cell).to_contain_text("(frozen)")
     expect(cell.get_by_role("button", name="Delete snapshot nightly")).to_be_visible()
+
+
+def test_taking_the_primary_link_down_asks_first(page, login, project, operator, subnet):
+    instance = instance_create(project=project, actor=operator, request=instance_request(subnet))
+    login("operator")
+    page.goto(f"/projects/{project.slug}/instances/{instance.pk}/?tab=networking")
+    messages = dismiss_next_dialog(page)
+    page.get_by_role("button", name="Link down").click()
+    page.wait_for_timeout(300)
+    assert messages == [
+        "eth0 is the primary interface: taking its link down can cut the instance off the "
+        "network. Continue?"
+    ]
+    assert instance.nics.get().link_desired == "up"
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Link down").click()
+    expect(page.get_by_role("button", name="Link up")).to_be_visible()
+    assert instance.nics.get().link_desired == "down"

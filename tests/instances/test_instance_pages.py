@@ -260,6 +260,9 @@ def test_the_storage_tab_reverts_a_disk_once_stopped(
     assert f'<td id="snapshots-{disk.pk}">' in html  # nothing under way: no polling
     assert f'hx-confirm="Reverting {disk.name} to nightly discards everything' in html
     revert = reverse("instance-disk-action", args=[project.slug, instance.pk, "revert"])
+    unconfirmed = client_for("operator").post(revert, {"snapshot": snapshot.pk}, follow=True)
+    assert "since the snapshot. Confirm to continue." in unconfirmed.text  # as without scripts
+    assert DiskSnapshot.objects.get().state == SnapshotState.READY
     with django_capture_on_commit_callbacks() as callbacks:
         page = client_for("operator").post(
             revert, {"snapshot": snapshot.pk, "confirm": "1"}, follow=True
@@ -273,6 +276,13 @@ def test_the_primary_link_toggle_asks_for_confirmation(client_for, instance, pro
         "eth0 is the primary interface: taking its link down"
         in client_for("operator").get(url).text
     )
+    # the dialog adds the confirmation: a browser without scripts posts none, and is told so
+    link = reverse("instance-nic-action", args=[project.slug, instance.pk, "link"])
+    nic = instance.nics.get(index=0)
+    page = client_for("operator").post(link, {"nic": nic.pk, "up": "0"}, follow=True).text
+    assert "taking its link down can cut the instance off the network. Confirm" in page
+    nic.refresh_from_db()
+    assert nic.link_desired == "up"
 
 
 def test_a_disk_action_error_comes_back_as_a_message(client_for, instance, project):
