@@ -1,4 +1,4 @@
-"""Disks of a project: create, attach, detach, resize, snapshot (and delete snapshots)."""
+"""Disks of a project: create, attach, detach, resize; snapshots: take, list, revert, delete."""
 
 from django.http import Http404, HttpRequest
 from ninja import Router

@@ -182,7 +182,8 @@ class SnapshotOut(Schema):
     disk: int
     name: str
     state: SnapshotState = Field(
-        description="taking, then ready or failed; asking again for a failed one retries it"
+        description="taking, ready, failed, reverting or deleting; asking again for a failed "
+        "one retries it"
     )
     message: str = Field(description="Why it failed.")
     consistent: bool = Field(description="The guest's filesystems were frozen for it.")

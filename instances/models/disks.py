@@ -3,7 +3,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
-from instances.choices import DiskBus, DiskRole, ImageKind, SnapshotState
+from instances.choices import SNAPSHOT_TRANSITIONAL, DiskBus, DiskRole, ImageKind, SnapshotState
 
 
 class Disk(models.Model):
@@ -104,3 +104,8 @@ class DiskSnapshot(models.Model):
 
     def __str__(self) -> str:
         return f"{self.disk.name}@{self.name}"
+
+    @property
+    def in_progress(self) -> bool:
+        """The host is working on it (taking, reverting to or deleting it)."""
+        return self.state in SNAPSHOT_TRANSITIONAL

@@ -85,8 +85,8 @@ def disk_action(request: AuthedRequest, project_slug: str, pk: int, action: str)
         snapshots.disk_snapshot(disk=disk(), actor=user, name=name)
 
     def snapshot_chosen() -> DiskSnapshot:
-        snapshots = DiskSnapshot.objects.filter(disk__in=instance.disks.all())
-        return _chosen(snapshots.select_related("disk"), request, "snapshot", "a snapshot")
+        rows = DiskSnapshot.objects.filter(disk__in=instance.disks.all()).select_related("disk")
+        return _chosen(rows, request, "snapshot", "a snapshot")
 
     def delete_snapshot() -> None:
         snapshots.disk_snapshot_delete(snapshot=snapshot_chosen(), actor=user)

@@ -20,7 +20,6 @@ from instances.actions import instance_allowed_actions, instance_console_actions
 from instances.backends import backend_named, is_local_backend, machine_facts
 from instances.choices import (
     POWER_TRANSITIONAL,
-    SNAPSHOT_TRANSITIONAL,
     DiskRole,
     ImageKind,
     PowerState,
@@ -267,10 +266,7 @@ def detail_context(instance: Instance, role: Role, tab: str) -> dict[str, object
         disks = list(instance.disks.select_related("image").prefetch_related("snapshots"))
         context["disks"] = disks
         context["settling"] = {  # disks with a snapshot the host is working on: their cell polls
-            disk.pk
-            for disk in disks
-            for snapshot in disk.snapshots.all()
-            if snapshot.state in SNAPSHOT_TRANSITIONAL
+            disk.pk for disk in disks if any(s.in_progress for s in disk.snapshots.all())
         }
         context["free_disks"] = instance.project.disks.filter(instance=None, zone=instance.zone)
         context["isos"] = images_for(instance.project, ImageKind.ISO)
