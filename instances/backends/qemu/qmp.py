@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from qemu.qmp import ConnectError, ExecuteError, QMPClient, QMPError, Runstate
+from qemu.qmp.qmp_client import NegotiationError
 
 from instances.backends.base import BackendError
 
@@ -136,7 +137,15 @@ class Monitor:
         step = _Step("connect")
         try:
             async with asyncio.timeout(budget):
-                await client.connect(str(self.socket_path))
+                try:
+                    await client.connect(str(self.socket_path))
+                except ConnectError as error:
+                    if not isinstance(error.exc, NegotiationError):
+                        raise
+                    # QEMU may emit an event (a guest's reset, say) between leaving negotiation
+                    # and answering it, which qemu.qmp takes for a failed negotiation: again
+                    client = QMPClient(f"zopday:{self.socket_path.parent.name}")
+                    await client.connect(str(self.socket_path))
                 return await work(client, step)
         except ExecuteError as error:
             raise CommandRefused(step.command, str(error), error.error_class) from error

@@ -314,10 +314,14 @@ def test_missing_ovmf_files_are_named_in_the_error(short_dir):
 
 # A stand-in for QEMU's monitor, run as its own process: its command line names the QMP socket,
 # as QEMU's does, so the backend takes it for the machine's QEMU. It answers query-status with the
-# state it was given and exits on quit.
+# state it was given and exits on quit. Given "event-first", its first client gets an event before
+# the answer to qmp_capabilities, as QEMU's may when the guest resets just then.
 FAKE_QEMU = """
 import json, socket, sys
 path, state = sys.argv[1], sys.argv[2]
+event_first = sys.argv[3:] == ["event-first"]
+event = {"event": "RESET", "data": {"guest": True, "reason": "guest-reset"},
+         "timestamp": {"seconds": 1, "microseconds": 0}}
 server = socket.socket(socket.AF_UNIX)
 server.bind(path)
 server.listen(1)
@@ -342,6 +346,9 @@ while True:
                                    "singlestep": False}
             if "id" in message:
                 reply["id"] = message["id"]
+            if message["execute"] == "qmp_capabilities" and event_first:
+                connection.sendall(json.dumps(event).encode() + b"\\r\\n")
+                event_first = False
             connection.sendall(json.dumps(reply).encode() + b"\\r\\n")
             if message["execute"] == "quit":
                 sys.exit(0)
@@ -350,15 +357,16 @@ while True:
 
 
 @pytest.fixture
-def fake_qemu(short_dir: Path) -> Iterator[Callable[[str], QemuBackend]]:
+def fake_qemu(short_dir: Path) -> Iterator[Callable[..., QemuBackend]]:
     """fake_qemu(state) -> a backend whose machine i-1 runs a fake QEMU in that state."""
     started: list[subprocess.Popen] = []
 
-    def start(state: str) -> QemuBackend:
+    def start(state: str, *options: str) -> QemuBackend:
         backend = QemuBackend(short_dir, network_mode="user")
         run = backend._run_folder("i-1")
         run.create()
-        fake = subprocess.Popen([sys.executable, "-c", FAKE_QEMU, str(run.qmp_socket), state])
+        argv = [sys.executable, "-c", FAKE_QEMU, str(run.qmp_socket), state, *options]
+        fake = subprocess.Popen(argv)
         started.append(fake)
         deadline = time.monotonic() + 10
         while not run.qmp_socket.exists():
@@ -614,3 +622,10 @@ def test_a_running_machines_disk_is_not_reverted(fake_qemu):
     backend = fake_qemu("running")
     with pytest.raises(BackendError, match="Stop the instance before reverting"):
         backend.revert_snapshot("i-1", "disk-1", "before-upgrade")
+
+
+def test_an_event_before_the_negotiations_answer_costs_a_second_connection_not_an_error(
+    fake_qemu,
+):
+    backend = fake_qemu("running", "event-first")
+    assert backend.status("i-1").power is Power.RUNNING
