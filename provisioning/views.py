@@ -13,6 +13,7 @@ from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 
 from instances.access import object_for_user, project_for_user
 from instances.choices import Role
+from instances.confirm import asked_first
 from instances.errors import ActionRefused
 from instances.http import AuthedRequest
 from instances.models import Project
@@ -247,7 +248,14 @@ def job_progress(request: AuthedRequest, project_slug: str, pk: int) -> HttpResp
 @login_required
 @require_POST
 def job_action(request: AuthedRequest, project_slug: str, pk: int, action: str) -> HttpResponse:
-    job, _ = _job_for(request, project_slug, pk)
+    job, role = _job_for(request, project_slug, pk)
+    url = reverse("provisioning-job-detail", args=[project_slug, pk])
+    if (
+        action == "delete"
+        and actions.delete(job, role)
+        and (page := asked_first(request, "teardown", job, back=url))
+    ):
+        return page
     services = {
         "retry": lambda: jobs.job_retry(job=job, actor=request.user),
         "cancel": lambda: jobs.job_cancel(job=job, actor=request.user),
@@ -263,7 +271,6 @@ def job_action(request: AuthedRequest, project_slug: str, pk: int, action: str) 
         if "role" in error.message:
             raise PermissionDenied(error.message) from error
         messages.error(request, error.message)
-    url = reverse("provisioning-job-detail", args=[project_slug, pk])
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
 

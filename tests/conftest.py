@@ -138,6 +138,20 @@ def subnet(project):
     )
 
 
+@pytest.fixture
+def running(project, operator, subnet):
+    """An instance the database says runs (on no machine: no task acts on it)."""
+    from instances.choices import PowerState
+    from instances.models import Instance
+    from instances.services.instances import instance_create
+    from tests.factories import instance_request
+
+    instance = instance_create(project=project, actor=operator, request=instance_request(subnet))
+    Instance.objects.filter(pk=instance.pk).update(power_state=PowerState.RUNNING)
+    instance.power_state = PowerState.RUNNING
+    return instance
+
+
 @pytest.fixture(autouse=True)
 def fast_password_hashing(settings):
     """Tests create many users; the production hasher is slow on purpose."""

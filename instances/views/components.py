@@ -11,13 +11,16 @@ from django.http import HttpResponse
 from django.views.decorators.http import require_POST
 
 from instances.access import instance_for_user
+from instances.actions import RULES
+from instances.choices import Role
+from instances.confirm import asked_first
 from instances.errors import ActionRefused
 from instances.forms import images_for
 from instances.http import AuthedRequest
 from instances.models import Disk, DiskSnapshot, ElasticIP, Instance, NetworkInterface
 from instances.selectors import M, chosen
 from instances.services import network, snapshots, storage
-from instances.views.instances import back_to_detail
+from instances.views.instances import back_to_detail, detail_url
 
 
 def _run(
@@ -32,6 +35,28 @@ def _run(
     else:
         messages.success(request, done)
     return back_to_detail(request, instance, tab)
+
+
+def _asked(
+    request: AuthedRequest,
+    instance: Instance,
+    role: Role | None,
+    rule: str,
+    tab: str,
+    question: str,
+    target: Callable[[], object],
+    field: str = "confirm",
+) -> HttpResponse | None:
+    """The page asking the question first, when the action is one the user may take and the
+    form does not carry the answer yet; a target the form does not name is left to the action's
+    own message."""
+    if request.POST.get(field) == "1" or not RULES[rule](instance, role):
+        return None
+    try:
+        asked = target()
+    except ValidationError:
+        return None
+    return asked_first(request, question, asked, back=detail_url(instance, tab), field=field)
 
 
 def _int(request: AuthedRequest, name: str) -> int:
@@ -53,7 +78,7 @@ def _chosen(rows: QuerySet[M], request: AuthedRequest, name: str, what: str) -> 
 @require_POST
 @login_required
 def disk_action(request: AuthedRequest, project_slug: str, pk: int, action: str) -> HttpResponse:
-    instance, _ = instance_for_user(request.user, project_slug, pk)
+    instance, role = instance_for_user(request.user, project_slug, pk)
     disks = instance.project.disks
     user = request.user
 
@@ -112,6 +137,14 @@ def disk_action(request: AuthedRequest, project_slug: str, pk: int, action: str)
     }
     if action not in handlers:
         return HttpResponse(status=404)
+    asks = {
+        "delete-snapshot": ("configure", "delete_snapshot"),
+        "revert": ("revert_disk", "revert"),
+    }
+    if action in asks:
+        rule, question = asks[action]
+        if page := _asked(request, instance, role, rule, "storage", question, snapshot_chosen):
+            return page
     done, call = handlers[action]
     return _run(request, instance, "storage", done, call)
 
@@ -119,7 +152,7 @@ def disk_action(request: AuthedRequest, project_slug: str, pk: int, action: str)
 @require_POST
 @login_required
 def nic_action(request: AuthedRequest, project_slug: str, pk: int, action: str) -> HttpResponse:
-    instance, _ = instance_for_user(request.user, project_slug, pk)
+    instance, role = instance_for_user(request.user, project_slug, pk)
     user = request.user
 
     def nic() -> NetworkInterface:
@@ -156,5 +189,17 @@ def nic_action(request: AuthedRequest, project_slug: str, pk: int, action: str) 
     }
     if action not in handlers:
         return HttpResponse(status=404)
+    if action == "link" and request.POST.get("up") != "1":
+        primary = instance.nics.filter(index=0)
+
+        def taken_down() -> NetworkInterface:
+            return _chosen(primary, request, "nic", "an interface")
+
+        page = _asked(
+            request, instance, role, "configure", "networking", "link_down", taken_down,
+            field="confirm_primary",
+        )  # fmt: skip
+        if page:
+            return page
     done, call = handlers[action]
     return _run(request, instance, "networking", done, call)

@@ -16,7 +16,7 @@ from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 
 from instances import selectors
 from instances.access import instance_for_user, project_for_user
-from instances.actions import instance_allowed_actions, instance_console_actions
+from instances.actions import RULES, instance_allowed_actions, instance_console_actions
 from instances.backends import backend_named, is_local_backend, machine_facts
 from instances.choices import (
     POWER_TRANSITIONAL,
@@ -27,6 +27,7 @@ from instances.choices import (
     RunStrategy,
 )
 from instances.cloudinit import user_data
+from instances.confirm import asked_first, question
 from instances.errors import ActionRefused
 from instances.forms import DiskFormSet, InstanceForm, NicFormSet, apply_errors, images_for
 from instances.http import AuthedRequest
@@ -225,13 +226,13 @@ def instance_detail(request: AuthedRequest, project_slug: str, pk: int) -> HttpR
     return render(request, template, context)
 
 
-POWER_BUTTONS = (
+POWER_BUTTONS = (  # action, label, style, the question it asks first (instances.confirm)
     ("start", "Start", "primary", ""),
     ("shutdown", "Shutdown (ACPI)", "", ""),
-    ("force_stop", "Force Shutdown", "danger",
-     "Force Shutdown cuts the power at once: unsaved data in the guest is lost. Continue?"),
+    ("force_stop", "Force Shutdown", "danger", "force_stop"),
     ("restart", "Restart", "", ""),
-)  # fmt: skip
+)
+POWER_QUESTIONS = {action: asks for action, _, _, asks in POWER_BUTTONS if asks}
 
 
 def detail_context(instance: Instance, role: Role, tab: str) -> dict[str, object]:
@@ -250,10 +251,10 @@ def detail_context(instance: Instance, role: Role, tab: str) -> dict[str, object
                 "action": action,
                 "label": label,
                 "style": style,
-                "confirm": confirm,
+                "confirm": question(asks, instance) if asks else "",
                 "allowed": allowed[action],
             }
-            for action, label, style, confirm in POWER_BUTTONS
+            for action, label, style, asks in POWER_BUTTONS
         ],
         "console_allowed": console_allowed,
         "consoles": console_links(instance, console_allowed),
@@ -322,6 +323,14 @@ def instance_power(request: AuthedRequest, project_slug: str, pk: int, action: s
     service = POWER_SERVICES.get(action)
     if service is None:
         return HttpResponse(status=404)
+    asks = POWER_QUESTIONS.get(action)
+    back = detail_url(instance)
+    if (
+        asks
+        and RULES[action](instance, role)
+        and (page := asked_first(request, asks, instance, back=back))
+    ):
+        return page
     try:
         service(instance=instance, actor=request.user)
     except ActionRefused as refused:
@@ -356,7 +365,12 @@ def instance_run_strategy(request: AuthedRequest, project_slug: str, pk: int) ->
 @require_POST
 @login_required
 def instance_delete_view(request: AuthedRequest, project_slug: str, pk: int) -> HttpResponse:
-    instance, _ = instance_for_user(request.user, project_slug, pk)
+    instance, role = instance_for_user(request.user, project_slug, pk)
+    back = detail_url(instance)
+    if RULES["delete"](instance, role) and (
+        page := asked_first(request, "delete_instance", instance, back=back)
+    ):
+        return page
     try:
         instance_delete(instance=instance, actor=request.user)
     except ActionRefused as refused:
@@ -367,8 +381,11 @@ def instance_delete_view(request: AuthedRequest, project_slug: str, pk: int) -> 
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
 
-def back_to_detail(request: AuthedRequest, instance: Instance, tab: str = "") -> HttpResponse:
+def detail_url(instance: Instance, tab: str = "") -> str:
     url = reverse("instance-detail", args=[instance.project.slug, instance.pk])
-    if tab:
-        url += f"?tab={tab}"
+    return f"{url}?tab={tab}" if tab else url
+
+
+def back_to_detail(request: AuthedRequest, instance: Instance, tab: str = "") -> HttpResponse:
+    url = detail_url(instance, tab)
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)

@@ -233,8 +233,16 @@ def test_a_snapshot_is_deleted_from_the_storage_tab(
     url = reverse("instance-detail", args=[project.slug, instance.pk]) + "?tab=storage"
     assert 'aria-label="Delete snapshot nightly"' in client_for("operator").get(url).text
     delete = reverse("instance-disk-action", args=[project.slug, instance.pk, "delete-snapshot"])
+    asked = client_for("operator").post(delete, {"snapshot": snapshot.pk}).text  # no scripts
+    assert "Delete snapshot nightly of web-1-root? It cannot be brought back." in asked
+    assert f'name="snapshot" value="{snapshot.pk}"' in asked
+    assert DiskSnapshot.objects.get().state == SnapshotState.READY
     with django_capture_on_commit_callbacks() as callbacks:
-        page = client_for("operator").post(delete, {"snapshot": snapshot.pk}, follow=True).text
+        page = (
+            client_for("operator")
+            .post(delete, {"snapshot": snapshot.pk, "confirm": "1"}, follow=True)
+            .text
+        )
     assert len(callbacks) == 1 and "Snapshot deletion requested." in page
     assert 'nightly <small class="muted">(deleting…)</small>' in " ".join(page.split())
     assert DiskSnapshot.objects.get().state == SnapshotState.DELETING
@@ -260,8 +268,8 @@ def test_the_storage_tab_reverts_a_disk_once_stopped(
     assert f'<td id="snapshots-{disk.pk}">' in html  # nothing under way: no polling
     assert f'hx-confirm="Reverting {disk.name} to nightly discards everything' in html
     revert = reverse("instance-disk-action", args=[project.slug, instance.pk, "revert"])
-    unconfirmed = client_for("operator").post(revert, {"snapshot": snapshot.pk}, follow=True)
-    assert "since the snapshot. Confirm to continue." in unconfirmed.text  # as without scripts
+    asked = client_for("operator").post(revert, {"snapshot": snapshot.pk})  # as without scripts
+    assert "since the snapshot. Continue?" in asked.text and 'value="1"' in asked.text
     assert DiskSnapshot.objects.get().state == SnapshotState.READY
     with django_capture_on_commit_callbacks() as callbacks:
         page = client_for("operator").post(
@@ -276,13 +284,17 @@ def test_the_primary_link_toggle_asks_for_confirmation(client_for, instance, pro
         "eth0 is the primary interface: taking its link down"
         in client_for("operator").get(url).text
     )
-    # the dialog adds the confirmation: a browser without scripts posts none, and is told so
+    # the dialog adds the confirmation: a browser without scripts posts none, and is asked
     link = reverse("instance-nic-action", args=[project.slug, instance.pk, "link"])
     nic = instance.nics.get(index=0)
-    page = client_for("operator").post(link, {"nic": nic.pk, "up": "0"}, follow=True).text
-    assert "taking its link down can cut the instance off the network. Confirm" in page
+    page = client_for("operator").post(link, {"nic": nic.pk, "up": "0"}).text
+    assert "taking its link down can cut the instance off the network. Continue?" in page
+    assert 'name="confirm_primary" value="1"' in page and 'name="up" value="0"' in page
     nic.refresh_from_db()
     assert nic.link_desired == "up"
+    client_for("operator").post(link, {"nic": nic.pk, "up": "0", "confirm_primary": "1"})
+    nic.refresh_from_db()
+    assert nic.link_desired == "down"
 
 
 def test_a_disk_action_error_comes_back_as_a_message(client_for, instance, project):

@@ -131,12 +131,26 @@ def test_delete_needs_an_admin(client_for, make_job):
         .status_code
         == 403
     )
-    assert (
-        client_for("owner").post(f"/projects/alpha/provisioning/jobs/{job.pk}/delete/").status_code
-        == 302
+    delete = f"/projects/alpha/provisioning/jobs/{job.pk}/delete/"
+    asked = client_for("owner").post(delete)  # as a browser without scripts posts it
+    assert asked.status_code == 200
+    assert f"Tear down {job.name}? Every cloud resource its pipeline created is deleted" in (
+        asked.text
     )
+    assert f'action="{delete}"' in asked.text and 'name="confirm" value="1"' in asked.text
+    job.refresh_from_db()
+    assert job.status == JobStatus.CANCELLED  # nothing happens until the answer
+    assert client_for("owner").post(delete, {"confirm": "1"}).status_code == 302
     job.refresh_from_db()
     assert job.status == JobStatus.TEARING_DOWN
+
+
+def test_the_teardown_button_asks_in_a_dialog_and_sends_the_answer(client_for, make_job):
+    job = make_job()
+    client_for("owner").post(f"/projects/alpha/provisioning/jobs/{job.pk}/cancel/")
+    page = client_for("owner").get(f"/projects/alpha/provisioning/jobs/{job.pk}/").text
+    assert f'hx-confirm="Tear down {job.name}? Every cloud resource' in page
+    assert """hx-vals='{"confirm": "1"}'>""" in page
 
 
 def test_state_never_changes_on_get(client_for, make_job):
