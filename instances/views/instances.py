@@ -26,7 +26,7 @@ from instances.choices import (
     Role,
     RunStrategy,
 )
-from instances.cloudinit import user_data
+from instances.cloudinit import user_data, user_data_redacted
 from instances.confirm import asked_first, question
 from instances.errors import ActionRefused
 from instances.forms import DiskFormSet, InstanceForm, NicFormSet, apply_errors, images_for
@@ -280,9 +280,7 @@ def detail_context(instance: Instance, role: Role, tab: str) -> dict[str, object
         context["user_data_elsewhere"] = True  # a cloud VM boots with its job's user data
     elif tab == "user-data":
         text = user_data(instance)
-        if not allowed["view_password"]:
-            text = text.replace(instance.initial_password, "••••••••")
-        context["user_data"] = text
+        context["user_data"] = text if allowed["view_password"] else user_data_redacted(text)
     elif tab == "events":
         context["events"] = selectors.instance_events(instance)[:100]
     return context

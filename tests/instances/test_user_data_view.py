@@ -1,0 +1,75 @@
+"""The User data tab: admins read it as written; everyone else reads it with its credentials
+hidden, whether the product generated it or the user wrote it."""
+
+import pytest
+import yaml
+from django.urls import reverse
+
+from instances.cloudinit import HIDDEN, user_data_redacted
+from instances.services.instances import instance_create
+from tests.factories import instance_request
+
+pytestmark = pytest.mark.django_db
+
+CUSTOM = """#cloud-config
+# the team's web image
+users:
+  - name: deploy
+    passwd: $6$rounds=4096$salted$hash
+    plain_text_passwd: hunter2-but-longer
+    lock_passwd: false
+chpasswd:
+  expire: false
+  list: |
+    root:r00t-pass
+    deploy:d3ploy-pass
+ssh_keys:
+  ed25519_private: |
+    -----BEGIN OPENSSH PRIVATE KEY-----
+    b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ
+    -----END OPENSSH PRIVATE KEY-----
+  ed25519_public: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIC7 ops@example.com
+ubuntu_pro:
+  token: C1A2B3C4D5E6
+packages: [nginx]
+runcmd:
+  - echo "café ouvert" > /etc/motd
+"""
+SECRETS = ("$6$rounds", "hunter2-but-longer", "r00t-pass", "d3ploy-pass", "b3BlbnNzaC1rZXkt",
+           "C1A2B3C4D5E6")  # fmt: skip
+
+
+def test_credentials_are_hidden_and_the_rest_kept():
+    shown = user_data_redacted(CUSTOM)
+    assert shown.startswith("#cloud-config\n")
+    assert not [secret for secret in SECRETS if secret in shown]
+    config = yaml.safe_load(shown)
+    assert config["users"][0] == {
+        "name": "deploy", "passwd": HIDDEN, "plain_text_passwd": HIDDEN, "lock_passwd": False,
+    }  # fmt: skip
+    assert config["chpasswd"] == {"expire": False, "list": [f"root:{HIDDEN}", f"deploy:{HIDDEN}"]}
+    assert config["ssh_keys"]["ed25519_private"] == HIDDEN
+    assert config["ssh_keys"]["ed25519_public"].startswith("ssh-ed25519 AAAA")
+    assert config["ubuntu_pro"] == {"token": HIDDEN}
+    assert config["packages"] == ["nginx"]
+    assert 'echo "café ouvert" > /etc/motd' in shown
+
+
+def test_user_data_that_does_not_parse_is_hidden_whole():
+    assert user_data_redacted("#cloud-config\nusers: [unclosed") == HIDDEN
+    assert user_data_redacted("#cloud-config\njust text") == HIDDEN
+
+
+def test_only_admins_read_custom_user_data_as_written(client_for, project, operator, subnet):
+    instance = instance_create(
+        project=project, actor=operator,
+        request=instance_request(subnet, user_data_mode="custom", custom_user_data=CUSTOM),
+    )  # fmt: skip
+    url = reverse("instance-detail", args=[project.slug, instance.pk]) + "?tab=user-data"
+    owner_page = client_for("owner").get(url).text
+    assert "# the team&#x27;s web image" in owner_page and "r00t-pass" in owner_page
+    for role in ("operator", "viewer"):
+        page = client_for(role).get(url).text
+        assert not [secret for secret in SECRETS if secret in page], role
+        assert "Passwords, tokens and private keys are hidden" in page
+        assert "deploy:••••••••" in page and "nginx" in page
