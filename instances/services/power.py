@@ -44,10 +44,6 @@ def _request(instance: Instance, actor: AbstractBaseUser | None, action: str) ->
                 message=allowed.reason,
             )
             raise ActionRefused(allowed.reason)
-    if action == "start" and (disks := reverting_disks(instance.pk)):
-        raise ActionRefused(
-            f"{', '.join(disks)} is being reverted to a snapshot; start the instance after."
-        )
     sources, transitional, task = OPERATIONS[action]
     now = timezone.now()
     with transaction.atomic():
@@ -60,6 +56,11 @@ def _request(instance: Instance, actor: AbstractBaseUser | None, action: str) ->
         if not claimed:
             instance.refresh_from_db(fields=["power_state"])
             raise ActionRefused(f"The instance is {instance.get_power_state_display().lower()}.")
+        # read under the claim's row lock, which a revert takes too: one of the two waits
+        if action == "start" and (disks := reverting_disks(instance.pk)):
+            raise ActionRefused(
+                f"{', '.join(disks)} is being reverted to a snapshot; start the instance after."
+            )
         audit_record(
             actor=actor, action=f"instance.{action}", project=instance.project, target=instance
         )

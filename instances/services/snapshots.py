@@ -15,7 +15,7 @@ from instances import actions
 from instances.access import project_role
 from instances.choices import DiskRole, SnapshotState
 from instances.errors import ActionRefused
-from instances.models import Disk, DiskSnapshot
+from instances.models import Disk, DiskSnapshot, Instance
 from instances.services.audit import audit_record
 from instances.services.queueing import enqueue_host_task
 from instances.validators import validate_dns_label
@@ -71,7 +71,8 @@ def disk_snapshot_revert(
     disk = snapshot.disk
     if disk.instance is None:
         raise ActionRefused("Attach the disk to an instance to revert it to a snapshot.")
-    actions.require(actions.revert_disk(disk.instance, project_role(actor, disk.project)))
+    role = project_role(actor, disk.project)
+    actions.require(actions.revert_disk(disk.instance, role))
     if snapshot.state == SnapshotState.FAILED:
         raise ActionRefused(f"Snapshot {snapshot.name} failed; retry it first.")
     _require_not_busy(snapshot)
@@ -81,6 +82,10 @@ def disk_snapshot_revert(
             "the snapshot. Confirm to continue."
         )
     with transaction.atomic():
+        # the instance's row lock, which Start's claim takes too: a start asked at the same
+        # moment either waits for this revert and is refused, or goes first and this is
+        instance = Instance.objects.select_for_update().get(pk=disk.instance.pk)
+        actions.require(actions.revert_disk(instance, role))
         _claim(snapshot, (SnapshotState.READY,), SnapshotState.REVERTING)
         audit_record(
             actor=actor, action="disk.snapshot_revert", project=disk.project, target=disk,

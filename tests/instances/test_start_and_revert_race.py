@@ -1,0 +1,107 @@
+"""A Start and a Revert asked at the same moment, on PostgreSQL: both take the instance's row
+lock, so the second waits for the first to commit and is then refused. Each test holds the first
+request inside its transaction until the second is seen waiting."""
+
+import threading
+from collections.abc import Callable
+
+import pytest
+from django.db import connection
+
+from instances.choices import PowerState, SnapshotState
+from instances.errors import ActionRefused
+from instances.models import DiskSnapshot, Instance
+from instances.services import power, snapshots
+from instances.services.instances import instance_create
+from tests.factories import instance_request
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks: PostgreSQL only"),
+]
+
+
+@pytest.fixture
+def stopped(project, operator, subnet, host_queue_of):
+    instance = instance_create(project=project, actor=operator, request=instance_request(subnet))
+    host_queue_of(instance)  # what the requests queue stays on a queue no worker reads
+    snapshot = DiskSnapshot.objects.create(
+        disk=instance.disks.get(), name="nightly", state=SnapshotState.READY
+    )
+    return instance, snapshot
+
+
+class Held:
+    """Runs a request in a thread and holds it at its audit record, inside its transaction."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, module: object) -> None:
+        self.inside, self.go = threading.Event(), threading.Event()
+        record = module.audit_record  # type: ignore[attr-defined]
+
+        def held_record(**kwargs: object) -> object:
+            self.inside.set()
+            assert self.go.wait(10)
+            return record(**kwargs)
+
+        monkeypatch.setattr(module, "audit_record", held_record)
+
+
+def in_thread(call: Callable[[], None]) -> tuple[threading.Thread, list[BaseException]]:
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as error:  # handed to the test
+            errors.append(error)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, errors
+
+
+def test_a_start_asked_during_a_revert_waits_and_is_refused(monkeypatch, stopped, operator):
+    instance, snapshot = stopped
+    held = Held(monkeypatch, snapshots)
+    reverting, revert_errors = in_thread(
+        lambda: snapshots.disk_snapshot_revert(snapshot=snapshot, actor=operator, confirm=True)
+    )
+    assert held.inside.wait(10)
+    starting, start_errors = in_thread(
+        lambda: power.instance_start(instance=Instance.objects.get(pk=instance.pk), actor=operator)
+    )
+    starting.join(0.5)
+    assert starting.is_alive()  # waiting for the revert's lock
+    held.go.set()
+    reverting.join(10)
+    starting.join(10)
+    assert not revert_errors
+    assert [str(e) for e in start_errors] == [
+        "web-1-root is being reverted to a snapshot; start the instance after."
+    ]
+    assert Instance.objects.get(pk=instance.pk).power_state == PowerState.STOPPED
+    assert DiskSnapshot.objects.get(pk=snapshot.pk).state == SnapshotState.REVERTING
+
+
+def test_a_revert_asked_during_a_start_waits_and_is_refused(monkeypatch, stopped, operator):
+    instance, snapshot = stopped
+    held = Held(monkeypatch, power)
+    starting, start_errors = in_thread(
+        lambda: power.instance_start(instance=Instance.objects.get(pk=instance.pk), actor=operator)
+    )
+    assert held.inside.wait(10)
+    reverting, revert_errors = in_thread(
+        lambda: snapshots.disk_snapshot_revert(snapshot=snapshot, actor=operator, confirm=True)
+    )
+    reverting.join(0.5)
+    assert reverting.is_alive()  # waiting for the start's lock
+    held.go.set()
+    starting.join(10)
+    reverting.join(10)
+    assert not start_errors
+    assert [type(e) for e in revert_errors] == [ActionRefused]
+    assert str(revert_errors[0]) == "Wait until the instance is no longer starting."
+    assert Instance.objects.get(pk=instance.pk).power_state == PowerState.STARTING
+    assert DiskSnapshot.objects.get(pk=snapshot.pk).state == SnapshotState.READY
