@@ -62,23 +62,35 @@ def in_thread(call: Callable[[], None]) -> tuple[threading.Thread, list[BaseExce
     return thread, errors
 
 
+def second_of_two(
+    monkeypatch: pytest.MonkeyPatch,
+    first_module: object,
+    first: Callable[[], None],
+    second: Callable[[], None],
+) -> list[BaseException]:
+    """Runs first, holds it inside its transaction, asks second, sees it wait, lets first
+    commit; what second raised."""
+    held = Held(monkeypatch, first_module)
+    first_thread, first_errors = in_thread(first)
+    assert held.inside.wait(10)
+    second_thread, second_errors = in_thread(second)
+    second_thread.join(0.5)
+    assert second_thread.is_alive()  # waiting for the first one's lock
+    held.go.set()
+    first_thread.join(10)
+    second_thread.join(10)
+    assert not first_errors
+    return second_errors
+
+
 def test_a_start_asked_during_a_revert_waits_and_is_refused(monkeypatch, stopped, operator):
     instance, snapshot = stopped
-    held = Held(monkeypatch, snapshots)
-    reverting, revert_errors = in_thread(
-        lambda: snapshots.disk_snapshot_revert(snapshot=snapshot, actor=operator, confirm=True)
-    )
-    assert held.inside.wait(10)
-    starting, start_errors = in_thread(
-        lambda: power.instance_start(instance=Instance.objects.get(pk=instance.pk), actor=operator)
-    )
-    starting.join(0.5)
-    assert starting.is_alive()  # waiting for the revert's lock
-    held.go.set()
-    reverting.join(10)
-    starting.join(10)
-    assert not revert_errors
-    assert [str(e) for e in start_errors] == [
+    errors = second_of_two(
+        monkeypatch, snapshots,
+        lambda: snapshots.disk_snapshot_revert(snapshot=snapshot, actor=operator, confirm=True),
+        lambda: power.instance_start(instance=Instance.objects.get(pk=instance.pk), actor=operator),
+    )  # fmt: skip
+    assert [str(e) for e in errors] == [
         "web-1-root is being reverted to a snapshot; start the instance after."
     ]
     assert Instance.objects.get(pk=instance.pk).power_state == PowerState.STOPPED
@@ -87,21 +99,12 @@ def test_a_start_asked_during_a_revert_waits_and_is_refused(monkeypatch, stopped
 
 def test_a_revert_asked_during_a_start_waits_and_is_refused(monkeypatch, stopped, operator):
     instance, snapshot = stopped
-    held = Held(monkeypatch, power)
-    starting, start_errors = in_thread(
-        lambda: power.instance_start(instance=Instance.objects.get(pk=instance.pk), actor=operator)
-    )
-    assert held.inside.wait(10)
-    reverting, revert_errors = in_thread(
-        lambda: snapshots.disk_snapshot_revert(snapshot=snapshot, actor=operator, confirm=True)
-    )
-    reverting.join(0.5)
-    assert reverting.is_alive()  # waiting for the start's lock
-    held.go.set()
-    starting.join(10)
-    reverting.join(10)
-    assert not start_errors
-    assert [type(e) for e in revert_errors] == [ActionRefused]
-    assert str(revert_errors[0]) == "Wait until the instance is no longer starting."
+    errors = second_of_two(
+        monkeypatch, power,
+        lambda: power.instance_start(instance=Instance.objects.get(pk=instance.pk), actor=operator),
+        lambda: snapshots.disk_snapshot_revert(snapshot=snapshot, actor=operator, confirm=True),
+    )  # fmt: skip
+    assert [type(e) for e in errors] == [ActionRefused]
+    assert str(errors[0]) == "Wait until the instance is no longer starting."
     assert Instance.objects.get(pk=instance.pk).power_state == PowerState.STARTING
     assert DiskSnapshot.objects.get(pk=snapshot.pk).state == SnapshotState.READY
