@@ -13,12 +13,6 @@ from instances.models import Instance
 
 DEFAULT_USER = "spx"
 SENTINEL = "/var/lib/zopday/ready"
-HIDDEN = "••••••••"
-# cloud-config keys whose values are credentials: users' passwd, hashed_passwd and
-# plain_text_passwd, chpasswd's users' password, the default user's password, Ubuntu Pro's
-# token, Landscape's registration_key, and the host keys' *_private.
-CREDENTIALS = {"passwd", "hashed_passwd", "plain_text_passwd", "password", "token",
-               "registration_key"}  # fmt: skip
 
 
 def _dump(data: dict) -> str:
@@ -76,38 +70,6 @@ def user_data(instance: Instance) -> str:
     if instance.user_data_mode == UserDataMode.CUSTOM:
         return instance.custom_user_data
     return default_user_data(instance)
-
-
-def user_data_redacted(text: str) -> str:
-    """The user data with its credentials hidden, for those who may not read them; user data
-    that does not parse (never saved so, but) is hidden whole."""
-    try:
-        config = yaml.safe_load(text)
-    except yaml.YAMLError:
-        config = None
-    if not isinstance(config, dict):
-        return HIDDEN
-    dumped = yaml.safe_dump(
-        _redacted(config), sort_keys=False, default_flow_style=False, allow_unicode=True
-    )
-    return "#cloud-config\n" + dumped
-
-
-def _redacted(node: object, key: str = "") -> object:
-    if isinstance(node, dict):
-        redacted = {k: _redacted(v, str(k)) for k, v in node.items()}
-        if key == "chpasswd" and "list" in node:  # its older form: "user:password" lines
-            lines = node["list"]
-            lines = lines.splitlines() if isinstance(lines, str) else lines or []
-            redacted["list"] = [f"{str(line).split(':', 1)[0]}:{HIDDEN}" for line in lines]
-        return redacted
-    if isinstance(node, list):
-        return [_redacted(item, key) for item in node]
-    if node is None or node == "" or isinstance(node, bool):
-        return node
-    if key.lower() in CREDENTIALS or key.lower().endswith("_private"):
-        return HIDDEN
-    return node
 
 
 def seed_for(instance: Instance) -> CloudInitSeed:

@@ -26,12 +26,13 @@ from instances.choices import (
     Role,
     RunStrategy,
 )
-from instances.cloudinit import user_data, user_data_redacted
+from instances.cloudinit import user_data
 from instances.confirm import asked_first, question
 from instances.errors import ActionRefused
 from instances.forms import DiskFormSet, InstanceForm, NicFormSet, apply_errors, images_for
 from instances.http import AuthedRequest
 from instances.models import Instance
+from instances.redaction import user_data_redacted
 from instances.services import power
 from instances.services.instances import (
     DiskRequest,

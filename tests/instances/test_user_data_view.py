@@ -1,11 +1,13 @@
 """The User data tab: admins read it as written; everyone else reads it with its credentials
 hidden, whether the product generated it or the user wrote it."""
 
+import re
+
 import pytest
 import yaml
 from django.urls import reverse
 
-from instances.cloudinit import HIDDEN, user_data_redacted
+from instances.redaction import HIDDEN, user_data_redacted
 from instances.services.instances import instance_create
 from tests.factories import instance_request
 
@@ -53,6 +55,44 @@ def test_credentials_are_hidden_and_the_rest_kept():
     assert config["ubuntu_pro"] == {"token": HIDDEN}
     assert config["packages"] == ["nginx"]
     assert 'echo "café ouvert" > /etc/motd' in shown
+
+
+def test_credentials_are_hidden_whatever_their_shape_or_place():
+    shown = yaml.safe_load(
+        user_data_redacted(
+            "#cloud-config\n"
+            "passwd: {nested: N1}\n"
+            "ubuntu_pro: !!omap [{token: T2}]\n"
+            "rh_subscription: {activation-key: T3, username: rhel}\n"
+            "lxd: {init: {trust_password: T4}}\n"
+            "chef: {validation_key: T5, validation_cert: T6, server_url: https://chef}\n"
+            "apt: {proxy: 'http://me:T7@proxy:3128', sources: {x: {key: PUBLIC}}}\n"
+            "runcmd: ['curl https://ci:T8@example.com/a']\n"
+            "users: [{name: a, lock_passwd: true, ssh_authorized_keys: [ssh-ed25519 AAAA]}]\n"
+        )
+    )
+    assert not re.search(r"N1|T[2-8]", str(shown))
+    assert shown["passwd"] == HIDDEN
+    assert shown["rh_subscription"] == {"activation-key": HIDDEN, "username": "rhel"}
+    assert shown["chef"]["server_url"] == "https://chef"
+    assert shown["apt"] == {
+        "proxy": f"http://me:{HIDDEN}@proxy:3128", "sources": {"x": {"key": "PUBLIC"}},
+    }  # fmt: skip
+    assert shown["runcmd"] == [f"curl https://ci:{HIDDEN}@example.com/a"]
+    assert shown["users"] == [
+        {"name": "a", "lock_passwd": True, "ssh_authorized_keys": ["ssh-ed25519 AAAA"]}
+    ]
+
+
+def test_a_document_with_aliases_is_hidden_whole_and_at_once():
+    # an alias shows a value under a second key; aliases of aliases would expand a few hundred
+    # bytes into gigabytes
+    assert user_data_redacted("#cloud-config\nusers: [{passwd: &p S}]\nx: *p\n") == HIDDEN
+    bomb = "#cloud-config\na: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + level)}: &{chr(98 + level)} [{', '.join([f'*{chr(97 + level)}'] * 10)}]\n"
+        for level in range(9)
+    )
+    assert user_data_redacted(bomb) == HIDDEN
 
 
 def test_user_data_that_does_not_parse_is_hidden_whole():

@@ -1,0 +1,63 @@
+"""User data as those who may not read its credentials see it (project admins read it as written).
+
+Hidden: every value under a key that names a credential (cloud-config's passwd, hashed_passwd,
+plain_text_passwd, password, the host keys' *_private, Ubuntu Pro's token, Landscape's
+registration_key, Red Hat's activation-key, LXD's trust_password, Chef's validation_key and
+validation_cert, ...), chpasswd's "user:password" lines, and the password in a URL's user info
+(a proxy's, say). A document with YAML aliases is hidden whole: an alias can show a credential
+under another key, and expanding aliases can make a small document enormous.
+"""
+
+import re
+
+import yaml
+
+HIDDEN = "••••••••"
+CREDENTIAL_WORDS = ("passw", "secret", "token", "private")
+CREDENTIAL_ENDINGS = ("_key", "_cert")
+URL_PASSWORD = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^\s/:@]+:)[^\s/@]+@", re.IGNORECASE)
+
+
+def user_data_redacted(text: str) -> str:
+    """The user data with its credentials hidden; what does not parse as a cloud-config
+    mapping without aliases (never saved so, but) is hidden whole."""
+    try:
+        if any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(text)):
+            return HIDDEN
+        config = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return HIDDEN
+    if not isinstance(config, dict):
+        return HIDDEN
+    dumped = yaml.safe_dump(
+        _redacted(config), sort_keys=False, default_flow_style=False, allow_unicode=True
+    )
+    return "#cloud-config\n" + dumped
+
+
+def is_credential(key: str) -> bool:
+    name = key.lower().replace("-", "_")
+    if "public" in name or name == "chpasswd":  # chpasswd: its parts are told apart below
+        return False
+    return any(word in name for word in CREDENTIAL_WORDS) or name.endswith(CREDENTIAL_ENDINGS)
+
+
+def _redacted(node: object, key: str = "") -> object:
+    if node is None or node == "" or isinstance(node, bool):
+        return node
+    if is_credential(key):
+        return HIDDEN
+    if isinstance(node, dict):
+        redacted = {k: _redacted(v, str(k)) for k, v in node.items()}
+        if key == "chpasswd" and "list" in node:  # its older form: "user:password" lines
+            lines = node["list"]
+            lines = lines.splitlines() if isinstance(lines, str) else lines or []
+            redacted["list"] = [f"{str(line).split(':', 1)[0]}:{HIDDEN}" for line in lines]
+        return redacted
+    if isinstance(node, tuple) and len(node) == 2 and isinstance(node[0], str):
+        return (node[0], _redacted(node[1], node[0]))  # a pair of !!omap or !!pairs
+    if isinstance(node, list | tuple):
+        return [_redacted(item, key) for item in node]
+    if isinstance(node, str):
+        return URL_PASSWORD.sub(rf"\1{HIDDEN}@", node)
+    return node
