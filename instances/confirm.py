@@ -49,6 +49,12 @@ def asked_first(
     goes back."""
     if request.POST.get(field) == "1":
         return None
+    return question_page(request, name, target, back=back, field=field)
+
+
+def question_page(
+    request: HttpRequest, name: str, target: object, *, back: str, field: str = "confirm"
+) -> HttpResponse:
     carried = [
         (key, value)
         for key, values in request.POST.lists()
@@ -57,7 +63,7 @@ def asked_first(
     ]
     context = {
         "question": question(name, target),
-        "action": request.get_full_path(),
+        "action": request.path,
         "carried": carried,
         "field": field,
         "back": back,

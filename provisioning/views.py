@@ -13,7 +13,7 @@ from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 
 from instances.access import object_for_user, project_for_user
 from instances.choices import Role
-from instances.confirm import asked_first
+from instances.confirm import question_page
 from instances.errors import ActionRefused
 from instances.http import AuthedRequest
 from instances.models import Project
@@ -250,12 +250,12 @@ def job_progress(request: AuthedRequest, project_slug: str, pk: int) -> HttpResp
 def job_action(request: AuthedRequest, project_slug: str, pk: int, action: str) -> HttpResponse:
     job, role = _job_for(request, project_slug, pk)
     url = reverse("provisioning-job-detail", args=[project_slug, pk])
-    if (
-        action == "delete"
-        and actions.delete(job, role)
-        and (page := asked_first(request, "teardown", job, back=url))
-    ):
-        return page
+    if action == "delete" and request.POST.get("confirm") != "1":
+        if not (allowed := actions.delete(job, role)):
+            # not tried: the teardown reads the job again, and what changed since must not let
+            # it run unasked
+            return _refused(request, allowed.reason, url)
+        return question_page(request, "teardown", job, back=url)
     services = {
         "retry": lambda: jobs.job_retry(job=job, actor=request.user),
         "cancel": lambda: jobs.job_cancel(job=job, actor=request.user),
@@ -268,9 +268,15 @@ def job_action(request: AuthedRequest, project_slug: str, pk: int, action: str) 
     try:
         services[action]()
     except ActionRefused as error:
-        if "role" in error.message:
-            raise PermissionDenied(error.message) from error
-        messages.error(request, error.message)
+        return _refused(request, error.message, url)
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+
+
+def _refused(request: AuthedRequest, reason: str, url: str) -> HttpResponse:
+    """A role that may not act is forbidden (403); any other refusal is a message on the job."""
+    if "role" in reason:
+        raise PermissionDenied(reason)
+    messages.error(request, reason)
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
 

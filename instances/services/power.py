@@ -54,7 +54,10 @@ def _request(instance: Instance, actor: AbstractBaseUser | None, action: str) ->
             restarts_in_a_row=0,  # the user took over: a crash after this starts a new series
         )
         if not claimed:
-            instance.refresh_from_db(fields=["power_state"])
+            rows = Instance.objects.filter(pk=instance.pk).values_list("power_state", flat=True)
+            if (state := rows.first()) is None:
+                raise ActionRefused(f"Instance {instance.name} was deleted.")
+            instance.power_state = state
             raise ActionRefused(f"The instance is {instance.get_power_state_display().lower()}.")
         # read under the claim's row lock, which a revert takes too: one of the two waits
         if action == "start" and (disks := reverting_disks(instance.pk)):

@@ -84,7 +84,9 @@ def disk_snapshot_revert(
     with transaction.atomic():
         # the instance's row lock, which Start's claim takes too: a start asked at the same
         # moment either waits for this revert and is refused, or goes first and this is
-        instance = Instance.objects.select_for_update().get(pk=disk.instance.pk)
+        instance = Instance.objects.select_for_update().filter(pk=disk.instance.pk).first()
+        if instance is None or not instance.disks.filter(pk=disk.pk).exists():
+            raise ActionRefused(f"{disk.name} is no longer attached to {disk.instance.name}.")
         actions.require(actions.revert_disk(instance, role))
         _claim(snapshot, (SnapshotState.READY,), SnapshotState.REVERTING)
         audit_record(

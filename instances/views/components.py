@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST
 from instances.access import instance_for_user
 from instances.actions import RULES
 from instances.choices import Role
-from instances.confirm import asked_first
+from instances.confirm import question_page
 from instances.errors import ActionRefused
 from instances.forms import images_for
 from instances.http import AuthedRequest
@@ -47,16 +47,20 @@ def _asked(
     target: Callable[[], object],
     field: str = "confirm",
 ) -> HttpResponse | None:
-    """The page asking the question first, when the action is one the user may take and the
-    form does not carry the answer yet; a target the form does not name is left to the action's
-    own message."""
-    if request.POST.get(field) == "1" or not RULES[rule](instance, role):
+    """Without the answer in the form: the page asking the question first, or, when the rule
+    refuses the action, its reason (the action is not tried: it reads the instance again, and
+    what changed since must not let it run unasked). A target the form does not name is left to
+    the action's own message."""
+    if request.POST.get(field) == "1":
         return None
+    if not (allowed := RULES[rule](instance, role)):
+        messages.error(request, allowed.reason)
+        return back_to_detail(request, instance, tab)
     try:
         asked = target()
     except ValidationError:
         return None
-    return asked_first(request, question, asked, back=detail_url(instance, tab), field=field)
+    return question_page(request, question, asked, back=detail_url(instance, tab), field=field)
 
 
 def _int(request: AuthedRequest, name: str) -> int:

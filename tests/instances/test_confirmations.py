@@ -4,8 +4,8 @@ from a page older than the question), and not at all when the user may not take 
 import pytest
 from django.urls import reverse
 
-from instances.choices import PowerState
-from instances.models import Instance
+from instances.choices import PowerState, SnapshotState
+from instances.models import DiskSnapshot, Instance
 
 pytestmark = pytest.mark.django_db
 
@@ -74,3 +74,35 @@ def test_the_question_page_carries_the_form_escaped(client_for, running, project
     nic = running.nics.get(index=0)
     asked = client_for("operator").post(link, {"nic": nic.pk, "up": "0", "x": '"><b>'}).text
     assert 'name="x" value="&quot;&gt;&lt;b&gt;"' in asked and "<b>" not in asked
+
+
+def test_every_question_takes_the_page_of_a_form_without_its_answer(client_for, running, project):
+    Instance.objects.filter(pk=running.pk).update(power_state=PowerState.STOPPED)
+    snapshot = DiskSnapshot.objects.create(
+        disk=running.disks.get(), name="nightly", state=SnapshotState.READY
+    )
+    nic = running.nics.get(index=0)
+    for action, form, asks in (
+        ("instance-disk-action", ("revert", {"snapshot": snapshot.pk}), "Reverting web-1-root"),
+        ("instance-disk-action", ("delete-snapshot", {"snapshot": snapshot.pk}), "Delete snap"),
+        ("instance-nic-action", ("link", {"nic": nic.pk, "up": "0"}), "eth0 is the primary"),
+    ):
+        url = reverse(action, args=[project.slug, running.pk, form[0]])
+        asked = client_for("operator").post(url, form[1], HTTP_HX_REQUEST="true")
+        assert asks in asked.text and asked["HX-Retarget"] == "body", action
+    assert DiskSnapshot.objects.get().state == SnapshotState.READY
+    assert running.nics.get(index=0).link_desired == "up"
+
+
+def test_a_refused_action_says_why_and_is_not_tried(client_for, running, project):
+    snapshot = DiskSnapshot.objects.create(
+        disk=running.disks.get(), name="nightly", state=SnapshotState.READY
+    )
+    revert = reverse("instance-disk-action", args=[project.slug, running.pk, "revert"])
+    page = client_for("operator").post(revert, {"snapshot": snapshot.pk}, follow=True).text
+    assert "Stop the instance before reverting a disk to a snapshot." in page
+    assert 'name="confirm"' not in page
+    delete = reverse("instance-disk-action", args=[project.slug, running.pk, "delete-snapshot"])
+    page = client_for("viewer").post(delete, {"snapshot": snapshot.pk}, follow=True).text
+    assert "Needs the operator role." in page
+    assert DiskSnapshot.objects.get().state == SnapshotState.READY

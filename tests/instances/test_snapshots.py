@@ -264,6 +264,20 @@ def test_a_disk_is_reverted_only_when_stopped_and_to_a_taken_snapshot(
     assert not AuditEvent.objects.filter(action="disk.snapshot_revert").exists()
 
 
+@pytest.mark.django_db
+def test_a_revert_asked_from_a_page_older_than_a_detach_or_delete_is_refused(reverting):
+    _, snapshot, ask = reverting(3)
+    Disk.objects.filter(pk=snapshot.disk.pk).update(instance=None)  # what the page knew: attached
+    with pytest.raises(ActionRefused) as refused:
+        ask()
+    assert str(refused.value) == "web-1-root is no longer attached to web-1."
+    Instance.objects.filter(pk=snapshot.disk.instance.pk).delete()
+    with pytest.raises(ActionRefused) as refused:
+        ask()
+    assert str(refused.value) == "web-1-root is no longer attached to web-1."
+    assert state_of(snapshot)[0] == SnapshotState.READY
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_revert_that_fails_on_the_host_says_why_and_leaves_the_snapshot_ready(snapshot_with):
     refusal = BackendError("Stop the instance before reverting a disk to a snapshot.")

@@ -151,6 +151,12 @@ def test_the_teardown_button_asks_in_a_dialog_and_sends_the_answer(client_for, m
     page = client_for("owner").get(f"/projects/alpha/provisioning/jobs/{job.pk}/").text
     assert f'hx-confirm="Tear down {job.name}? Every cloud resource' in page
     assert """hx-vals='{"confirm": "1"}'>""" in page
+    stale = client_for("owner").post(  # a page from before the question
+        f"/projects/alpha/provisioning/jobs/{job.pk}/delete/", HTTP_HX_REQUEST="true"
+    )
+    assert f"Tear down {job.name}?" in stale.text and stale["HX-Retarget"] == "body"
+    job.refresh_from_db()
+    assert job.status == JobStatus.CANCELLED
 
 
 def test_state_never_changes_on_get(client_for, make_job):

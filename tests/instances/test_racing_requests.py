@@ -1,6 +1,7 @@
-"""A Start and a Revert asked at the same moment, on PostgreSQL: both take the instance's row
-lock, so the second waits for the first to commit and is then refused. Each test holds the first
-request inside its transaction until the second is seen waiting."""
+"""Requests on one instance asked at the same moment, on PostgreSQL: Start with Revert, Start
+with Delete. Each takes the instance's row lock, so the second waits for the first to commit and
+is then refused. Each test holds the first request inside its transaction until the second is
+seen waiting."""
 
 import threading
 from collections.abc import Callable
@@ -11,8 +12,7 @@ from django.db import connection
 from instances.choices import PowerState, SnapshotState
 from instances.errors import ActionRefused
 from instances.models import DiskSnapshot, Instance
-from instances.services import power, snapshots
-from instances.services.instances import instance_create
+from instances.services import instances, power, snapshots
 from tests.factories import instance_request
 
 pytestmark = [
@@ -23,7 +23,9 @@ pytestmark = [
 
 @pytest.fixture
 def stopped(project, operator, subnet, host_queue_of):
-    instance = instance_create(project=project, actor=operator, request=instance_request(subnet))
+    instance = instances.instance_create(
+        project=project, actor=operator, request=instance_request(subnet)
+    )
     host_queue_of(instance)  # what the requests queue stays on a queue no worker reads
     snapshot = DiskSnapshot.objects.create(
         disk=instance.disks.get(), name="nightly", state=SnapshotState.READY
@@ -108,3 +110,27 @@ def test_a_revert_asked_during_a_start_waits_and_is_refused(monkeypatch, stopped
     assert str(errors[0]) == "Wait until the instance is no longer starting."
     assert Instance.objects.get(pk=instance.pk).power_state == PowerState.STARTING
     assert DiskSnapshot.objects.get(pk=snapshot.pk).state == SnapshotState.READY
+
+
+def test_a_start_asked_during_a_delete_waits_and_finds_no_instance(
+    monkeypatch, stopped, owner, operator
+):
+    instance, _ = stopped
+    errors = second_of_two(
+        monkeypatch, instances,
+        lambda: instances.instance_delete(instance=instance, actor=owner),
+        lambda: power.instance_start(instance=Instance.objects.get(pk=instance.pk), actor=operator),
+    )  # fmt: skip
+    assert [str(e) for e in errors] == ["Instance web-1 was deleted."]
+    assert not Instance.objects.filter(pk=instance.pk).exists()
+
+
+def test_a_delete_asked_during_a_start_waits_and_is_refused(monkeypatch, stopped, owner, operator):
+    instance, _ = stopped
+    errors = second_of_two(
+        monkeypatch, power,
+        lambda: power.instance_start(instance=Instance.objects.get(pk=instance.pk), actor=operator),
+        lambda: instances.instance_delete(instance=instance, actor=owner),
+    )  # fmt: skip
+    assert [str(e) for e in errors] == ["Stop the instance before deleting it."]
+    assert Instance.objects.get(pk=instance.pk).power_state == PowerState.STARTING
