@@ -203,7 +203,9 @@ class TerminalHub:
         self.link: BackendLink | None = None
         self.position = 0  # stream offset of the next byte (a serial log offset for serial)
         self.epoch = ""  # names the stream that positions count in
-        self.ring: bytearray | None = None if serial_log else bytearray()
+        # the latest output (history_bytes of it): all the history of a console without a
+        # log; for serial, what QEMU may not have written to its log yet
+        self.ring = bytearray()
         self.pump = OutputPump(lambda: self.link)
         self._linger_timer: asyncio.TimerHandle | None = None
         self._closed = False
@@ -362,10 +364,9 @@ class TerminalHub:
 
     def _deliver(self, data: bytes) -> None:
         self.position += len(data)
-        if self.ring is not None:
-            self.ring += data
-            if len(self.ring) > self.history_bytes:
-                del self.ring[: len(self.ring) - self.history_bytes]
+        self.ring += data
+        if len(self.ring) > self.history_bytes:
+            del self.ring[: len(self.ring) - self.history_bytes]
         viewers = self.viewers
         if not viewers:
             return
@@ -406,16 +407,25 @@ class TerminalHub:
     # ---- helpers -------------------------------------------------------------------------
 
     def _history(self) -> bytes:
-        if self.ring is not None:
+        """The history_bytes before position, exactly: viewers count from its length where
+        their screen resumes. Serial history comes from the log, which holds the output from
+        before the hub; QEMU writes it just after the socket, so the log's end may still lag
+        behind what the hub delivered, and that part comes from the ring."""
+        if self.serial_log is None:
             return bytes(self.ring)
-        assert self.serial_log is not None
         start = max(0, self.position - self.history_bytes)
         try:
             with open(self.serial_log, "rb") as serial_log:
                 serial_log.seek(start)
-                return serial_log.read(self.position - start)
+                logged = serial_log.read(self.position - start)
         except OSError:
-            return b""
+            logged = b""
+        missing = self.position - start - len(logged)
+        if missing <= 0:
+            return logged
+        if missing > len(self.ring):  # the log lags by more than the ring holds: the ring alone
+            return bytes(self.ring)
+        return logged + bytes(self.ring[len(self.ring) - missing :])
 
     def _keyboard_state(self, viewer: Viewer) -> dict[str, object]:
         holder = self.holder

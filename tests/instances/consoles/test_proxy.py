@@ -317,6 +317,33 @@ def test_output_logged_before_the_proxy_was_connected_is_filled_in_from_the_log(
             assert next_output(second) == b"old\r\nraced\r\n$ prompt"
 
 
+def test_a_viewer_joining_before_qemu_logged_the_latest_output_gets_it_all_the_same(
+    console_proxy, fake_backend, running_instance, operator, owner
+):
+    """QEMU writes its log just after the socket: what the socket brought last may not be in
+    the log yet. The history still ends at the position the greeting names, or a reconnecting
+    page would show the wrong bytes where it resumes."""
+    instance = running_instance
+    fake_backend.serial_log.write_bytes(b"boot\r\n")
+    with open_console(
+        console_proxy, instance, ticket=issue_ticket(operator, instance), cookie_user=operator
+    ) as first:
+        control(first, "hello")
+        with fake_backend.serial_log.open("ab") as log:
+            log.write(b"$ ls\r\n")
+        fake_backend.emit("serial", b"$ ls\r\n")
+        assert next_output(first) == b"boot\r\n"
+        assert next_output(first) == b"$ ls\r\n"
+        fake_backend.emit("serial", b"$ ")  # in the socket, not yet in the log
+        assert next_output(first) == b"$ "
+        with open_console(
+            console_proxy, instance, ticket=issue_ticket(owner, instance), cookie_user=owner
+        ) as second:
+            hello = control(second, "hello")
+            assert (hello["position"], hello["history"]) == (len(b"boot\r\n$ ls\r\n$ "),) * 2
+            assert next_output(second) == b"boot\r\n$ ls\r\n$ "
+
+
 def test_terminal_sessions_are_recorded_as_asciicast_v2(
     console_proxy, fake_backend, running_instance, operator, settings
 ):
