@@ -137,6 +137,11 @@ def nic_add(
 def nic_remove(*, nic: NetworkInterface, actor: AbstractBaseUser) -> None:
     instance = nic.instance
     actions.require(actions.configure(instance, project_role(actor, instance.project)))
+    if nic.primary:
+        raise ActionRefused(
+            f"{nic.name} is the primary interface: an instance keeps it. Take its link down, "
+            "or change its subnet by creating the instance anew."
+        )
     if instance.power_state != PowerState.STOPPED:
         raise ActionRefused("Stop the instance before removing an interface.")
     with transaction.atomic():

@@ -5,6 +5,7 @@ from django.urls import reverse
 
 from instances.choices import PowerState, SnapshotState
 from instances.models import AuditEvent, DiskSnapshot, Instance
+from instances.services import network
 from instances.services.instances import instance_create
 from tests.factories import ImageFactory, SubnetFactory, instance_request
 
@@ -405,3 +406,12 @@ def test_the_list_and_form_rows_answer_bad_query_values_without_an_error(
         row_url = reverse("instance-form-row", args=[project.slug, "disks"])
         row = client.get(row_url, {"index": value})
         assert row.status_code == 400 and "index" in row.text
+
+
+def test_only_secondary_interfaces_offer_remove(client_for, instance, project, operator, subnet):
+    eth1 = network.nic_add(instance=instance, actor=operator, subnet=subnet)
+    url = reverse("instance-detail", args=[project.slug, instance.pk]) + "?tab=networking"
+    html = client_for("operator").get(url).text
+    remove = reverse("instance-nic-action", args=[project.slug, instance.pk, "remove"])
+    assert html.count(f'action="{remove}"') == 1
+    assert f'name="nic" value="{eth1.pk}"><button>Remove</button>' in html

@@ -3,7 +3,7 @@ from django.core.exceptions import ValidationError
 
 from instances.choices import DiskRole, ImageKind, LinkState, PowerState, Role
 from instances.errors import ActionRefused
-from instances.models import AuditEvent, Disk, ElasticIP, Instance
+from instances.models import AuditEvent, Disk, ElasticIP, Instance, NetworkInterface
 from instances.services import ipam, network, snapshots, storage
 from instances.services.instances import DiskRequest, instance_create
 from tests.factories import ImageFactory, MembershipFactory, SubnetFactory, instance_request
@@ -48,11 +48,20 @@ def test_a_second_nic_gets_the_next_index_and_address(instance, operator, subnet
     assert nic.link_desired == LinkState.DOWN
 
 
-def test_a_nic_is_removed_only_when_stopped(instance, operator):
-    nic = instance.nics.get()
+def test_a_nic_is_removed_only_when_stopped_and_never_the_primary(instance, operator, subnet):
+    eth1 = network.nic_add(instance=instance, actor=operator, subnet=subnet)
+    with pytest.raises(ActionRefused) as refused:
+        network.nic_remove(nic=instance.nics.get(index=0), actor=operator)
+    assert str(refused.value) == (
+        "eth0 is the primary interface: an instance keeps it. Take its link down, or change its "
+        "subnet by creating the instance anew."
+    )
     running(instance)
     with pytest.raises(ActionRefused, match="Stop the instance before removing an interface."):
-        network.nic_remove(nic=nic, actor=operator)
+        network.nic_remove(nic=eth1, actor=operator)
+    Instance.objects.filter(pk=instance.pk).update(power_state=PowerState.STOPPED)
+    network.nic_remove(nic=NetworkInterface.objects.get(pk=eth1.pk), actor=operator)
+    assert [nic.name for nic in instance.nics.all()] == ["eth0"]
 
 
 def test_a_viewer_cannot_change_links(instance, viewer):

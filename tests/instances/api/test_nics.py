@@ -4,6 +4,7 @@ import pytest
 
 from instances.choices import LinkState, PowerState
 from instances.models import Instance, NetworkInterface
+from instances.services import network
 from tests.factories import SubnetFactory
 from tests.instances.api.helpers import errors_of
 
@@ -54,8 +55,11 @@ def test_a_viewer_cannot_add_an_interface(api_for, viewer, instance, subnet):
     assert instance.nics.count() == 1
 
 
-def test_an_interface_is_removed_only_while_stopped(api_for, operator, instance):
-    nic = instance.nics.get()
+def test_an_interface_is_removed_only_while_stopped_and_never_the_primary(
+    api_for, operator, instance
+):
+    eth0 = instance.nics.get()
+    nic = network.nic_add(instance=instance, actor=operator, subnet=eth0.subnet)
     Instance.objects.filter(pk=instance.pk).update(power_state=PowerState.RUNNING)
     refused = api_for("operator").delete(f"{nics_url(instance)}/{nic.pk}")
     assert (refused.status_code, refused.json()["detail"]) == (
@@ -63,8 +67,11 @@ def test_an_interface_is_removed_only_while_stopped(api_for, operator, instance)
         "Stop the instance before removing an interface.",
     )
     Instance.objects.filter(pk=instance.pk).update(power_state=PowerState.STOPPED)
+    refused = api_for("operator").delete(f"{nics_url(instance)}/{eth0.pk}")
+    assert refused.status_code == 409
+    assert refused.json()["detail"].startswith("eth0 is the primary interface: an instance keeps")
     assert api_for("operator").delete(f"{nics_url(instance)}/{nic.pk}").status_code == 204
-    assert not NetworkInterface.objects.exists()
+    assert list(NetworkInterface.objects.all()) == [eth0]
 
 
 def test_taking_the_primary_link_down_needs_a_confirmation(api_for, operator, instance):
