@@ -18,6 +18,8 @@ from instances.choices import (
     UserDataMode,
 )
 from instances.models import Image, Project, SSHKey, Subnet
+from instances.services import ipam
+from instances.validators import validate_mac
 
 
 def images_for(project: Project, *kinds: str) -> QuerySet[Image]:
@@ -95,12 +97,28 @@ class NicRowForm(forms.Form):
     subnet = forms.ModelChoiceField(queryset=Subnet.objects.none(), empty_label=None)
     ipv4 = forms.CharField(label="Static IPv4", required=False, help_text="Empty: automatic (IPAM)")
     ipv6 = forms.CharField(label="Static IPv6", required=False)
-    mac = forms.CharField(label="Static MAC", required=False, help_text="e.g. 52:54:00:12:34:56")
+    mac = forms.CharField(
+        label="Static MAC", required=False, help_text="e.g. 52:54:00:12:34:56",
+        validators=[validate_mac],
+    )  # fmt: skip
     model = forms.ChoiceField(choices=NicModel.choices, initial=NicModel.VIRTIO)
 
     def __init__(self, *args: object, project: Project, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.fields["subnet"].queryset = project.subnets.all()  # type: ignore[attr-defined]
+
+    def clean(self) -> dict:
+        """Static addresses checked here too, so that they show with the form's other mistakes
+        (creating the instance checks them again, under its transaction)."""
+        data = super().clean() or {}
+        if subnet := data.get("subnet"):
+            for field, version in (("ipv4", 4), ("ipv6", 6)):
+                if value := (data.get(field) or "").strip():
+                    try:
+                        ipam.check_static_address(subnet, value, field, version)
+                    except ValidationError as error:
+                        self.add_error(None, error)
+        return data
 
 
 DiskFormSet = forms.formset_factory(DiskRowForm, extra=0, max_num=16)

@@ -71,6 +71,21 @@ def _prefixed(error: ValidationError, prefix: str) -> ValidationError:
     return ValidationError({f"{prefix}-{name}": msgs for name, msgs in error.message_dict.items()})
 
 
+INSTANCE_FIELDS = (
+    "name", "zone", "run_strategy", "vcpus", "memory_gb", "sockets", "cores", "threads",
+    "bootloader", "secure_boot", "persistent_efi", "vtpm", "user_data_mode", "custom_user_data",
+)  # fmt: skip
+
+
+def instance_check(*, project: Project, fields: dict[str, object]) -> None:
+    """The instance's own fields (sizing, topology, firmware, cloud-init, a free name) checked
+    as creating it checks them first, for a form whose other parts have mistakes too: all of
+    them show at once. Raises ValidationError keyed by field."""
+    Instance(project=project, **{name: fields[name] for name in INSTANCE_FIELDS}).full_clean(
+        exclude=["initial_password"]
+    )
+
+
 def instance_create(
     *, project: Project, actor: AbstractBaseUser, request: InstanceRequest
 ) -> Instance:
@@ -89,15 +104,8 @@ def instance_create(
         instance = Instance(
             project=project,
             initial_password=secrets.token_urlsafe(12),
-            **{
-                name: getattr(request, name)
-                for name in (
-                    "name", "zone", "run_strategy", "vcpus", "memory_gb", "sockets", "cores",
-                    "threads", "bootloader", "secure_boot", "persistent_efi", "vtpm",
-                    "user_data_mode", "custom_user_data",
-                )
-            },
-        )  # fmt: skip
+            **{name: getattr(request, name) for name in INSTANCE_FIELDS},
+        )
         instance.full_clean()
         instance.save()
         foreign_keys = [key for key in request.ssh_keys if key.project_id != project.pk]

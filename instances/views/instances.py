@@ -38,6 +38,7 @@ from instances.services.instances import (
     DiskRequest,
     InstanceRequest,
     NicRequest,
+    instance_check,
     instance_create,
     instance_delete,
     instance_set_run_strategy,
@@ -139,7 +140,14 @@ def instance_new(request: AuthedRequest, project_slug: str) -> HttpResponse:
     form = InstanceForm(data, project=project)
     disks = DiskFormSet(data, prefix="disks")
     nics = NicFormSet(data, prefix="nics", form_kwargs={"project": project})
-    if request.method == "POST" and form.is_valid() and disks.is_valid() and nics.is_valid():
+    # every part checked, so that every mistake shows at once
+    valid = all([form.is_valid(), disks.is_valid(), nics.is_valid()])
+    if request.method == "POST" and not valid and form.is_valid():
+        try:  # what creating it would say of the instance's own fields, said now
+            instance_check(project=project, fields=form.cleaned_data)
+        except ValidationError as error:
+            apply_errors(error, form, {"disks": disks, "nics": nics})
+    if request.method == "POST" and valid:
         try:
             instance = instance_create(
                 project=project, actor=request.user, request=_instance_request(form, disks, nics)

@@ -116,6 +116,18 @@ def test_a_service_error_is_shown_at_its_field_and_the_input_is_kept(
     assert not Instance.objects.exists()
 
 
+def test_every_mistake_of_the_create_form_shows_at_once(client_for, operator, project, subnet):
+    data = form_data(
+        subnet, ImageFactory(), sockets="1", cores="1", threads="1",
+        **{"nics-0-mac": "52-54-00-aa-bb-cc", "nics-0-ipv4": "192.168.5.5"},
+    )  # fmt: skip
+    text = client_for("operator").post(reverse("instance-new", args=[project.slug]), data).text
+    assert 'id="sockets-error">sockets × cores × threads is 1 × 1 × 1 = 1' in text
+    assert 'id="nics-0-mac-error">Use colon notation for MAC addresses' in text
+    assert 'id="nics-0-ipv4-error">192.168.5.5 is outside subnet backend (10.20.0.0/24).' in text
+    assert not Instance.objects.exists()
+
+
 def test_a_topology_error_is_shown_at_the_sockets_field(client_for, operator, project, subnet):
     data = form_data(subnet, ImageFactory(), sockets="1", cores="1", threads="1")
     text = client_for("operator").post(reverse("instance-new", args=[project.slug]), data).text
