@@ -106,6 +106,9 @@ class NicRowForm(forms.Form):
     def __init__(self, *args: object, project: Project, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.fields["subnet"].queryset = project.subnets.all()  # type: ignore[attr-defined]
+        self.fields["subnet"].error_messages["required"] = (
+            "Choose a subnet (a project without one needs it created first, on the Subnets page)."
+        )
 
     def clean(self) -> dict:
         """Static addresses checked here too, so that they show with the form's other mistakes

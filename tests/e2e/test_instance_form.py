@@ -153,3 +153,19 @@ def test_taking_the_primary_link_down_asks_first(page, login, project, operator,
     page.get_by_role("button", name="Link down").click()
     expect(page.get_by_role("button", name="Link up")).to_be_visible()
     assert instance.nics.get().link_desired == "down"
+
+
+def test_the_list_filters_as_the_search_box_changes_pasted_text_too(
+    page, login, project, operator, subnet
+):
+    for name in ("web-1", "db-1"):
+        instance_create(
+            project=project, actor=operator, request=instance_request(subnet, name=name)
+        )
+    login("operator")
+    page.goto(f"/projects/{project.slug}/instances/")
+    rows = page.locator("#instance-table tbody tr")
+    expect(rows).to_have_count(2)
+    page.fill("input[name=q]", "db")  # one input event, no key pressed: as a paste
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_contain_text("db-1")

@@ -128,6 +128,16 @@ def test_every_mistake_of_the_create_form_shows_at_once(client_for, operator, pr
     assert not Instance.objects.exists()
 
 
+def test_a_project_without_subnets_is_told_to_create_one(client_for, operator, project, subnet):
+    data = form_data(subnet, ImageFactory(), **{"nics-0-subnet": ""})
+    subnet.delete()
+    text = client_for("operator").post(reverse("instance-new", args=[project.slug]), data).text
+    assert (
+        'id="nics-0-subnet-error">Choose a subnet (a project without one needs it created first, '
+        "on the Subnets page).</p>"
+    ) in text
+
+
 def test_a_topology_error_is_shown_at_the_sockets_field(client_for, operator, project, subnet):
     data = form_data(subnet, ImageFactory(), sockets="1", cores="1", threads="1")
     text = client_for("operator").post(reverse("instance-new", args=[project.slug]), data).text
