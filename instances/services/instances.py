@@ -208,15 +208,14 @@ def instance_set_run_strategy(
 def instance_delete(*, instance: Instance, actor: AbstractBaseUser) -> None:
     """Delete a stopped instance: its root disk and machine files go, secondary disks stay
     (detached) and its addresses return to the subnets."""
-    role = project_role(actor, instance.project)
-    actions.require(actions.delete(instance, role))
     with transaction.atomic():
-        # as it is now, under the row lock that Start's claim takes too: a start asked at the
-        # same moment either waits and finds no instance, or goes first and this is refused
+        # decided on the row as it is now, under the lock that Start's claim takes too: a start
+        # asked at the same moment either waits and finds no instance, or goes first and this
+        # is refused
         fresh = Instance.objects.select_for_update().filter(pk=instance.pk).first()
         if fresh is None:
             raise ActionRefused(f"Instance {instance.name} is already deleted.")
-        actions.require(actions.delete(fresh, role))
+        actions.require(actions.delete(fresh, project_role(actor, instance.project)))
         audit_record(
             actor=actor, action="instance.delete", project=instance.project, target=instance
         )

@@ -331,11 +331,10 @@ def instance_power(request: AuthedRequest, project_slug: str, pk: int, action: s
     if service is None:
         return HttpResponse(status=404)
     asks = POWER_QUESTIONS.get(action)
-    back = detail_url(instance)
     if (
         asks
         and RULES[action](instance, role)
-        and (page := asked_first(request, asks, instance, back=back))
+        and (page := asked_first(request, asks, instance, back=detail_url(instance)))
     ):
         return page
     try:
