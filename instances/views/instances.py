@@ -44,6 +44,7 @@ from instances.services.instances import (
     instance_set_run_strategy,
 )
 from instances.views.consoles import console_links
+from instances.views.polling import digest, poll_url, still_shown
 
 PAGE_SIZE = 50
 TABS = ("overview", "storage", "networking", "user-data", "events")
@@ -108,15 +109,20 @@ def instance_list(request: AuthedRequest, project_slug: str) -> HttpResponse:
         "can_create": role.allows(Role.OPERATOR),
         "zones": settings.ZOPDAY_ZONES,
     }
+    version = digest(context["rows"], page.number, page.paginator.count)
     template = "instances/instance_list.html"
     if request.htmx and request.htmx.target == "instance-table":
+        if unchanged := still_shown(request, version):
+            return unchanged
         template += "#instance-table"
+    context["poll_url"] = poll_url(request, version)
     return render(request, template, context)
 
 
 @login_required
 def instance_row(request: AuthedRequest, project_slug: str, pk: int) -> HttpResponse:
-    """One list row, polled while the instance is in a transitional state."""
+    """One list row, polled every second while the instance is in a transitional state; once
+    settled, "stop polling" (286): the table's own slow poll takes over."""
     instance, _ = instance_for_user(request.user, project_slug, pk)
     values = selectors.instance_table(instance.project).filter(pk=instance.pk)
     response = render(
@@ -124,11 +130,7 @@ def instance_row(request: AuthedRequest, project_slug: str, pk: int) -> HttpResp
         "instances/instance_list.html#instance-row",
         {"row": instance_rows(list(values), project_slug)[0]},
     )
-    return _stop_polling_when_settled(instance, response)
-
-
-def _stop_polling_when_settled(instance: Instance, response: HttpResponse) -> HttpResponse:
-    if instance.power_state in POWER_TRANSITIONAL:
+    if instance.is_transitional:
         return response
     return HttpResponseStopPolling(response.content)
 
@@ -269,6 +271,14 @@ def detail_context(instance: Instance, role: Role, tab: str) -> dict[str, object
         "consoles": console_links(instance, console_allowed),
         "machine_facts": machine_facts(instance.backend, instance.machine_id),
     }
+    context["panel_version"] = digest(
+        instance.power_state,
+        instance.last_exit,
+        instance.power_message,
+        context["machine_facts"],
+        context["power_buttons"],
+        console_allowed,
+    )
     if tab == "overview":
         context["nics"] = instance.nics.select_related("subnet", "elastic_ip")
         context["disks"] = instance.disks.select_related("image")
@@ -305,14 +315,14 @@ def _network_mode(instance: Instance) -> str:
 
 @login_required
 def instance_power_panel(request: AuthedRequest, project_slug: str, pk: int) -> HttpResponse:
-    """The state badge and power buttons, polled while the state is transitional."""
+    """The state badge and power buttons: polled every second while the state is transitional,
+    and slowly while settled (204 No Content while it shows the same; instances.views.polling)."""
     instance, role = instance_for_user(request.user, project_slug, pk)
-    response = render(
-        request,
-        "instances/instance_detail.html#power-panel",
-        detail_context(instance, role, tab=""),
-    )
-    return _stop_polling_when_settled(instance, response)
+    context = detail_context(instance, role, tab="")
+    unchanged = still_shown(request, str(context["panel_version"]))
+    if unchanged and not instance.is_transitional:
+        return unchanged
+    return render(request, "instances/instance_detail.html#power-panel", context)
 
 
 POWER_SERVICES = {

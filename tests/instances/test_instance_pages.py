@@ -1,5 +1,8 @@
 """The instance pages through Django's test client: access, the create form, the details page."""
 
+import html
+import re
+
 import pytest
 from django.urls import reverse
 
@@ -36,7 +39,7 @@ def page_urls(project, instance):
 @pytest.mark.parametrize("role", EXPECTED)
 def test_every_instance_page_answers_each_role(client_for, project, instance, role):
     client = client_for(role)
-    # 286 is htmx's "stop polling": the row and power panel of an instance that is not changing
+    # 286 is htmx's "stop polling": the list row of an instance that is not changing
     answers = {404} if role == "outsider" else {200, 286}
     for url in page_urls(project, instance):
         assert client.get(url).status_code in answers, url
@@ -196,16 +199,69 @@ def test_a_viewer_pressing_start_gets_the_reason_and_nothing_changes(client_for,
     assert AuditEvent.objects.filter(action="instance.start", outcome="denied").exists()
 
 
-def test_polling_stops_once_the_state_is_terminal(client_for, instance, project):
-    response = client_for("viewer").get(
-        reverse("instance-power-panel", args=[project.slug, instance.pk])
-    )
-    assert response.status_code == 286 and "hx-trigger" not in response.text
+def test_a_settled_power_panel_polls_slowly_and_hears_no_content_until_it_changes(
+    client_for, instance, project
+):
+    url = reverse("instance-power-panel", args=[project.slug, instance.pk])
+    client = client_for("viewer")
+    response = client.get(url)
+    assert response.status_code == 200 and 'hx-trigger="every 5s"' in response.text
+    seen = re.search(r'\?seen=(\w+)"', response.text)[1]
+    assert client.get(url, {"seen": seen}).status_code == 204
+
+    Instance.objects.filter(pk=instance.pk).update(power_message="The host restarted.")
+    response = client.get(url, {"seen": seen})
+    assert response.status_code == 200 and "The host restarted." in response.text
+    seen = re.search(r'\?seen=(\w+)"', response.text)[1]
+
     Instance.objects.filter(pk=instance.pk).update(power_state=PowerState.STARTING)
-    response = client_for("viewer").get(
-        reverse("instance-power-panel", args=[project.slug, instance.pk])
-    )
+    response = client.get(url, {"seen": seen})
     assert response.status_code == 200 and 'hx-trigger="every 1s"' in response.text
+    assert client.get(url).status_code == 200  # a transitional panel always answers
+
+
+def test_the_instance_table_polls_with_its_filters_until_a_row_changes(
+    client_for, project, running
+):
+    client = client_for("viewer")
+    page = client.get(reverse("instance-list", args=[project.slug]), {"state": "running"})
+    poll = html.unescape(re.search(r'<div id="instance-table" hx-get="([^"]+)"', page.text)[1])
+    assert "state=running" in poll and "seen=" in poll
+    table = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "instance-table"}
+    assert client.get(poll, **table).status_code == 204
+
+    Instance.objects.filter(pk=running.pk).update(power_state=PowerState.STOPPED)
+    response = client.get(poll, **table)
+    assert response.status_code == 200 and "No instance matches these filters." in response.text
+    assert "<html" not in response.text  # the table alone
+
+
+def test_a_transitional_row_stops_its_own_polling_once_settled(client_for, project, running):
+    url = reverse("instance-row", args=[project.slug, running.pk])
+    Instance.objects.filter(pk=running.pk).update(power_state=PowerState.STOPPING)
+    assert 'hx-trigger="every 1s"' in client_for("viewer").get(url).text
+    Instance.objects.filter(pk=running.pk).update(power_state=PowerState.STOPPED)
+    response = client_for("viewer").get(url)
+    assert response.status_code == 286 and "hx-trigger" not in response.text
+
+
+@pytest.mark.parametrize(
+    ("role", "reason"),
+    [("operator", "Needs the admin role."), ("owner", "Stop the instance before deleting it.")],
+)
+def test_delete_instance_shows_disabled_with_its_reason(client_for, project, running, role, reason):
+    text = client_for(role).get(reverse("instance-detail", args=[project.slug, running.pk])).text
+    button = re.search(r'<button class="danger" type="submit" data-action="delete"[^>]*>', text)[0]
+    assert "disabled" in button and reason in button
+    assert reason in re.search(r'data-testid="delete-reason">([^<]*)<', text)[1]
+
+
+def test_delete_instance_is_enabled_for_an_admin_once_stopped(client_for, project, instance):
+    text = (
+        client_for("owner").get(reverse("instance-detail", args=[project.slug, instance.pk])).text
+    )
+    button = re.search(r'<button class="danger" type="submit" data-action="delete"[^>]*>', text)[0]
+    assert "disabled" not in button and "delete-reason" not in text
 
 
 def test_only_admins_see_the_initial_password(client_for, instance, project):
