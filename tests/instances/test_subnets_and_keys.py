@@ -1,7 +1,9 @@
+import re
 import subprocess
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.urls import reverse
 
 from instances.errors import ActionRefused
 from instances.models import Subnet
@@ -68,6 +70,18 @@ def test_a_subnet_in_use_cannot_be_deleted(project, owner, operator, subnet):
     with pytest.raises(ActionRefused, match="still has interfaces attached"):
         subnet_delete(subnet=subnet, actor=owner)
     assert Subnet.objects.filter(pk=subnet.pk).exists()
+
+
+def test_the_subnet_list_disables_delete_for_a_subnet_in_use(client_for, project, operator, subnet):
+    spare = subnet_create(
+        project=project, actor=operator, name="spare", zone="local-1a", cidr_v4="10.9.0.0/24"
+    )
+    instance_create(project=project, actor=operator, request=instance_request(subnet))
+    text = client_for("operator").get(reverse("subnet-list", args=[project.slug])).text
+    in_use = re.search(r'<button aria-label="Delete subnet backend"[^>]*>', text)[0]
+    assert "disabled" in in_use and "Interfaces are attached to it; remove them first." in in_use
+    free = re.search(rf'<button aria-label="Delete subnet {spare.name}"[^>]*>', text)[0]
+    assert "disabled" not in free
 
 
 def test_an_ssh_key_is_stored_with_its_fingerprint_once(project, owner, tmp_path):
