@@ -15,6 +15,10 @@ from instances.choices import (
 from instances.validators import parse_cloud_config, validate_dns_label
 
 
+def _one_of(values: tuple[int, ...]) -> str:
+    return ", ".join(map(str, values[:-1])) + f" or {values[-1]}"
+
+
 def _default_host() -> str:
     return settings.ZOPDAY_HOST
 
@@ -38,10 +42,16 @@ class Instance(models.Model):
         max_length=16, choices=RunStrategy.choices, default=RunStrategy.MANUAL
     )
     vcpus = models.PositiveSmallIntegerField(
-        "vCPU", choices=[(n, n) for n in VCPU_CHOICES], default=1
+        "vCPU",
+        choices=[(n, n) for n in VCPU_CHOICES],
+        default=1,
+        error_messages={"invalid_choice": f"Choose a vCPU count of {_one_of(VCPU_CHOICES)}."},
     )
     memory_gb = models.PositiveSmallIntegerField(
-        "RAM (GB)", choices=[(n, n) for n in MEMORY_GB_CHOICES], default=1
+        "RAM (GB)",
+        choices=[(n, n) for n in MEMORY_GB_CHOICES],
+        default=1,
+        error_messages={"invalid_choice": f"Choose a RAM size of {_one_of(MEMORY_GB_CHOICES)} GB."},
     )
     sockets = models.PositiveSmallIntegerField(null=True, blank=True)
     cores = models.PositiveSmallIntegerField(null=True, blank=True)

@@ -1,8 +1,11 @@
 """Create and delete instances and change their run strategy."""
 
 import secrets
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -14,7 +17,7 @@ from instances.errors import ActionRefused
 from instances.models import Disk, Image, Instance, Project, SSHKey, Subnet
 from instances.services import power
 from instances.services.audit import audit_record
-from instances.services.network import build_nic
+from instances.services.network import build_nic, check_nic
 from instances.services.queueing import enqueue_host_task
 from instances.services.storage import check_room
 
@@ -66,11 +69,6 @@ class InstanceRequest:
     nics: list[NicRequest] = field(default_factory=list)
 
 
-def _prefixed(error: ValidationError, prefix: str) -> ValidationError:
-    """Key a disk's or NIC's field errors as e.g. `nics-0-mac` so forms show them in place."""
-    return ValidationError({f"{prefix}-{name}": msgs for name, msgs in error.message_dict.items()})
-
-
 INSTANCE_FIELDS = (
     "name", "zone", "run_strategy", "vcpus", "memory_gb", "sockets", "cores", "threads",
     "bootloader", "secure_boot", "persistent_efi", "vtpm", "user_data_mode", "custom_user_data",
@@ -106,36 +104,28 @@ def instance_create(
             initial_password=secrets.token_urlsafe(12),
             **{name: getattr(request, name) for name in INSTANCE_FIELDS},
         )
-        instance.full_clean()
+        try:
+            instance.full_clean()
+        except ValidationError as error:  # its disks and NICs checked too, all said at once
+            raise ValidationError(_parts_errors(instance, request) | error.message_dict) from None
         instance.save()
-        foreign_keys = [key for key in request.ssh_keys if key.project_id != project.pk]
-        if foreign_keys:
-            raise ValidationError({"ssh_keys": "Choose SSH keys of this project."})
-        instance.ssh_keys.set(request.ssh_keys)
-
-        root = DiskRequest(
-            size_gb=request.root_size_gb,
-            role=DiskRole.ROOT,
-            image=request.root_image,
-            bus=request.root_bus,
-            name=f"{request.name}-root",
-            boot_order=1,
-        )
-        for number, disk in enumerate([root, *request.disks]):
-            try:
-                _create_disk(instance, disk, default_name=f"{request.name}-disk{number}")
-            except ValidationError as error:
-                raise (error if number == 0 else _prefixed(error, f"disks-{number - 1}")) from None
+        errors: dict[str, list[str]] = {}
+        if any(key.project_id != project.pk for key in request.ssh_keys):
+            errors["ssh_keys"] = ["Choose SSH keys of this project."]
+        instance.ssh_keys.set([key for key in request.ssh_keys if key.project_id == project.pk])
+        for prefix, disk in _disk_requests(request):
+            with _collected(errors, prefix):
+                _create_disk(instance, disk)
         if not request.nics:
-            raise ValidationError({"nics": "Attach the instance to at least one subnet."})
+            errors["nics"] = ["Attach the instance to at least one subnet."]
         for index, nic in enumerate(request.nics):
-            try:
+            with _collected(errors, f"nics-{index}"):
                 build_nic(
                     instance=instance, subnet=nic.subnet, index=index, ipv4=nic.ipv4,
                     ipv6=nic.ipv6, mac=nic.mac, model=nic.model,
                 )  # fmt: skip
-            except ValidationError as error:
-                raise _prefixed(error, f"nics-{index}") from None
+        if errors:
+            raise ValidationError(errors)  # and the transaction keeps nothing
         audit_record(
             actor=actor,
             action="instance.create",
@@ -148,31 +138,78 @@ def instance_create(
     return instance
 
 
-def _create_disk(instance: Instance, request: DiskRequest, default_name: str) -> Disk:
+def _disk_requests(request: InstanceRequest) -> list[tuple[str, DiskRequest]]:
+    """The root disk (its errors keyed root_size_gb, root_image...) and the others (keyed
+    disks-0-size_gb...), each with the prefix of its errors."""
+    root = DiskRequest(
+        size_gb=request.root_size_gb,
+        role=DiskRole.ROOT,
+        image=request.root_image,
+        bus=request.root_bus,
+        name=f"{request.name}-root",
+        boot_order=1,
+    )
+    named = [
+        replace(disk, name=disk.name or f"{request.name}-disk{number}")
+        for number, disk in enumerate(request.disks, start=1)
+    ]
+    return [("root", root), *((f"disks-{n}", disk) for n, disk in enumerate(named))]
+
+
+@contextmanager
+def _collected(errors: dict[str, list[str]], prefix: str) -> Iterator[None]:
+    """A disk's or NIC's ValidationError kept in `errors`, keyed as e.g. `nics-0-mac` (the root
+    disk's as root_size_gb) so forms show it in place, and the next part checked too."""
+    try:
+        yield
+    except ValidationError as error:
+        for name, messages in error.message_dict.items():
+            key = ROOT_DISK_FIELDS.get(name, name) if prefix == "root" else f"{prefix}-{name}"
+            errors.setdefault(key, []).extend(messages)
+
+
+ROOT_DISK_FIELDS = {"size_gb": "root_size_gb", "image": "root_image", "bus": "root_bus"}
+
+
+def _parts_errors(instance: Instance, request: InstanceRequest) -> dict[str, list[str]]:
+    """What the disks and NICs would say of themselves, for an instance whose own fields are
+    wrong (so not saved): each checked alone, without the checks that need the others. A wrong
+    zone is the instance's to report: its disks take it, and its NICs' subnets are not compared
+    with it."""
+    errors: dict[str, list[str]] = {}
+    for prefix, disk in _disk_requests(request):
+        with _collected(errors, prefix):
+            _disk(instance, disk).full_clean(exclude=["instance"])
+    for index, nic in enumerate(request.nics if instance.zone in settings.ZOPDAY_ZONES else []):
+        with _collected(errors, f"nics-{index}"):
+            check_nic(
+                instance=instance, subnet=nic.subnet, ipv4=nic.ipv4, ipv6=nic.ipv6,
+                mac=nic.mac, model=nic.model,
+            )  # fmt: skip
+    return {key: messages for key, messages in errors.items() if not key.endswith("zone")}
+
+
+def _disk(instance: Instance, request: DiskRequest) -> Disk:
     if request.role == DiskRole.ROOT and request.image is None:
-        raise ValidationError({"root_image": "Choose an image for the root disk."})
+        raise ValidationError({"image": "Choose an image for the root disk."})
     if request.image and request.image.project_id not in (None, instance.project_id):
         raise ValidationError({"image": "Choose an image of this project or a shared one."})
-    disk = Disk(
+    return Disk(
         project=instance.project,
         zone=instance.zone,
         instance=instance,
-        name=request.name or default_name,
+        name=request.name,
         role=request.role,
         size_gb=request.size_gb,
         image=request.image,
         bus=request.bus,
         boot_order=request.boot_order,
     )
-    try:
-        disk.full_clean()
-    except ValidationError as error:
-        if request.role == DiskRole.ROOT:
-            renamed = {"size_gb": "root_size_gb", "image": "root_image", "bus": "root_bus"}
-            raise ValidationError(
-                {renamed.get(k, k): v for k, v in error.message_dict.items()}
-            ) from None
-        raise
+
+
+def _create_disk(instance: Instance, request: DiskRequest) -> Disk:
+    disk = _disk(instance, request)
+    disk.full_clean()
     disk.save()
     check_room(instance, disk, creating=True)  # against the disks made before it
     return disk

@@ -66,20 +66,19 @@ def random_mac() -> str:
             return mac
 
 
-def build_nic(
+def check_nic(
     *,
     instance: Instance,
     subnet: Subnet,
-    index: int,
     ipv4: str = "",
     ipv6: str = "",
     mac: str = "",
     model: str = NicModel.VIRTIO,
-) -> NetworkInterface:
-    """Validate and save one NIC with its leases: static addresses when given, else IPAM.
-
-    Raises ValidationError keyed by field; the caller's transaction rolls everything back.
-    """
+) -> tuple[str, dict[str, str | None]]:
+    """What build_nic checks before it saves, for an instance saved or not yet: the subnet (the
+    instance's project and zone), the model, the MAC (colon notation, unused) and the static
+    addresses (inside the subnet, free). Returns the MAC as stored ("" for automatic) and the
+    static addresses by field; raises ValidationError keyed by field."""
     if subnet.project_id != instance.project_id:
         raise ValidationError({"subnet": "Choose a subnet of this project."})
     if subnet.zone != instance.zone:
@@ -96,13 +95,34 @@ def build_nic(
         mac = mac.lower()
         if NetworkInterface.objects.filter(mac=mac).exists():
             raise ValidationError({"mac": f"{mac} is already used by another interface."})
-    static = bool(ipv4.strip() or ipv6.strip())
     addresses: dict[str, str | None] = {"ipv4": None, "ipv6": None}
     for field, version, value in (("ipv4", 4, ipv4.strip()), ("ipv6", 6, ipv6.strip())):
         if value:
             addresses[field] = ipam.check_static_address(subnet, value, field, version)
-        elif not static and (subnet.network_v4 if version == 4 else subnet.network_v6):
-            addresses[field] = ipam.next_free_address(subnet, version)
+    return mac, addresses
+
+
+def build_nic(
+    *,
+    instance: Instance,
+    subnet: Subnet,
+    index: int,
+    ipv4: str = "",
+    ipv6: str = "",
+    mac: str = "",
+    model: str = NicModel.VIRTIO,
+) -> NetworkInterface:
+    """Validate (check_nic) and save one NIC with its leases: static addresses when given, else
+    IPAM. Raises ValidationError keyed by field; the caller's transaction rolls everything back.
+    """
+    mac, addresses = check_nic(
+        instance=instance, subnet=subnet, ipv4=ipv4, ipv6=ipv6, mac=mac, model=model
+    )
+    static = any(addresses.values())
+    if not static:  # automatic: an address from each range the subnet has
+        for field, version, net in (("ipv4", 4, subnet.network_v4), ("ipv6", 6, subnet.network_v6)):
+            if net is not None:
+                addresses[field] = ipam.next_free_address(subnet, version)
     nic = NetworkInterface.objects.create(
         instance=instance,
         subnet=subnet,

@@ -76,10 +76,16 @@ def test_a_partial_topology_is_refused(project, operator, subnet):
     assert errors["sockets"] == ["Give sockets, cores and threads together, or none of them."]
 
 
-@pytest.mark.parametrize(("field", "value"), [("vcpus", 3), ("memory_gb", 3)])
-def test_sizes_outside_the_offered_sets_are_refused(project, operator, subnet, field, value):
-    errors = errors_of(project, operator, instance_request(subnet, **{field: value}))
-    assert errors[field] == [f"Value {value} is not a valid choice."]
+@pytest.mark.parametrize(
+    ("field", "message"),
+    [
+        ("vcpus", "Choose a vCPU count of 1, 2, 4, 8, 16 or 32."),
+        ("memory_gb", "Choose a RAM size of 1, 2, 4, 8, 16, 32 or 64 GB."),
+    ],
+)
+def test_sizes_outside_the_offered_sets_are_refused(project, operator, subnet, field, message):
+    errors = errors_of(project, operator, instance_request(subnet, **{field: 3}))
+    assert errors[field] == [message]
 
 
 def test_secure_boot_requires_uefi(project, operator, subnet):

@@ -65,6 +65,47 @@ def test_instance_fields_are_refused_with_the_services_messages(api_for, operato
     }
 
 
+def test_every_mistake_of_a_create_is_reported_at_once(api_for, operator, body, subnet):
+    body.update(vcpus=3, root_size_gb=0)
+    body["disks"] = [{"size_gb": 10}, {"size_gb": 20000}]
+    body["nics"] = [
+        {"subnet": subnet.pk, "ipv4": "10.20.0.300"},
+        {"subnet": subnet.pk, "mac": "52-54-00-12-34-56", "ipv4": "10.30.0.5"},
+    ]
+    errors = errors_of(api_for("operator").post("/projects/alpha/instances", body))
+    assert errors == {
+        "vcpus": ["Choose a vCPU count of 1, 2, 4, 8, 16 or 32."],
+        "root_size_gb": ["Disk size must be between 1 and 16384 GB."],
+        "disks-1-size_gb": ["Disk size must be between 1 and 16384 GB."],
+        "nics-0-ipv4": ["10.20.0.300 is not an IPv4 address."],
+        "nics-1-mac": [
+            "Use colon notation for MAC addresses: 52:54:00:12:34:56, not 52-54-00-12-34-56."
+        ],
+    }
+    assert not Instance.objects.exists() and not Disk.objects.exists()
+
+
+def test_with_valid_instance_fields_every_disk_and_nic_mistake_is_reported(
+    api_for, operator, body, subnet
+):
+    body["disks"] = [{"size_gb": 0}, {"size_gb": 10}, {"size_gb": 5, "boot_order": 1}]
+    body["nics"] = [
+        {"subnet": subnet.pk, "ipv4": "10.30.0.5"},
+        {"subnet": subnet.pk, "ipv4": "10.20.0.1"},
+    ]
+    errors = errors_of(api_for("operator").post("/projects/alpha/instances", body))
+    assert errors == {
+        "disks-0-size_gb": ["Disk size must be between 1 and 16384 GB."],
+        "disks-2-boot_order": [
+            "web-1-root already boots at order 1 on web-1: give this disk another (lower boots "
+            "first; the root disk is 1)."
+        ],
+        "nics-0-ipv4": ["10.30.0.5 is outside subnet backend (10.20.0.0/24)."],
+        "nics-1-ipv4": ["10.20.0.1 is the network, broadcast or gateway address of backend."],
+    }
+    assert not Instance.objects.exists() and not Disk.objects.exists()
+
+
 def test_an_instance_without_nics_is_refused(api_for, operator, body):
     body["nics"] = []
     errors = errors_of(api_for("operator").post("/projects/alpha/instances", body))
