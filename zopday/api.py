@@ -1,5 +1,6 @@
 """The JSON API's wiring: one NinjaAPI with its auth, error handlers and routers."""
 
+from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 
 from instances.api import disks, instances, keys, network, nics, projects
@@ -22,3 +23,9 @@ install_error_handlers(api)
 for module in (projects, network, keys, instances, nics, disks):
     api.add_router("", module.router)
 api.add_router("", provisioning_api.router)
+
+
+def unknown_path(request: HttpRequest) -> HttpResponse:
+    """Any path under /api/v1/ that no endpoint answers: a JSON 404 like the endpoints' own."""
+    detail = f"No API endpoint at {request.path}: the endpoints are listed at /api/v1/docs."
+    return api.create_response(request, {"detail": detail, "errors": {}}, status=404)

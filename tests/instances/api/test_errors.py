@@ -65,6 +65,17 @@ def test_an_unknown_object_is_404_with_the_error_body(api_for, operator):
     assert (response.status_code, response.json()) == (404, {"detail": "Not found.", "errors": {}})
 
 
+@pytest.mark.parametrize("path", ["/projects/alpha/instancez", "/nothing", "/projects/alpha/"])
+def test_a_path_no_endpoint_answers_is_a_json_404(api_for, operator, path):
+    response = api_for("operator").get(path)
+    assert response.status_code == 404
+    assert response.headers["Content-Type"].startswith("application/json")
+    assert response.json() == {
+        "detail": f"No API endpoint at /api/v1{path}: the endpoints are listed at /api/v1/docs.",
+        "errors": {},
+    }
+
+
 def test_a_slug_that_cannot_be_a_project_is_a_schema_error(api_for, operator):
     response = api_for("operator").get("/projects/al%20pha")
     assert response.status_code == 422
