@@ -4,8 +4,12 @@ Hidden: every value under a key that names a credential (cloud-config's passwd, 
 plain_text_passwd, password, the host keys' *_private, Ubuntu Pro's token, Landscape's
 registration_key, Red Hat's activation-key, LXD's trust_password, Chef's validation_key and
 validation_cert, ...), chpasswd's "user:password" lines, and the password in a URL's user info
-(a proxy's, say). A document with YAML aliases is hidden whole: an alias can show a credential
-under another key, and expanding aliases can make a small document enormous.
+(a proxy's, say). Inside any text (runcmd and bootcmd lines, write_files contents) the same
+words are looked for: the value of `DB_PASSWORD=...`, `api_token: ...` or `--password ...`, a
+Bearer token, the body of a PEM private key, and what is piped into chpasswd or passwd. A file
+written from base64 or gzip is hidden whole: it cannot be read for them. A document with YAML
+aliases is hidden whole: an alias can show a credential under another key, and expanding
+aliases can make a small document enormous.
 """
 
 import re
@@ -16,6 +20,19 @@ HIDDEN = "••••••••"
 CREDENTIAL_WORDS = ("passw", "secret", "token", "private")
 CREDENTIAL_ENDINGS = ("_key", "_cert")
 URL_PASSWORD = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^\s/:@]+:)[^\s/@]+@", re.IGNORECASE)
+_WORD = r"[\w.-]*(?:passw|secret|token|private|api_?key|access_?key)[\w.-]*"
+_VALUE = r"(?:\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'|;&]+)"
+IN_TEXT = (  # (pattern, replacement): the credential's place in a line of text
+    (re.compile(rf"(--?{_WORD})(=|[ \t]+)(?!-)(?<!stdin[ \t])(?<!file[ \t]){_VALUE}", re.I),
+     rf"\1\2{HIDDEN}"),
+    (re.compile(rf"(\b{_WORD}[ \t]*[=:][ \t]*)(?!-)(?!//){_VALUE}", re.I), rf"\1{HIDDEN}"),
+    (re.compile(r"(\bBearer[ \t]+)[\w.~+/=-]+", re.I), rf"\1{HIDDEN}"),
+    (re.compile(r"(-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----).*?(-----END [A-Z0-9 ]*PRIVATE KEY-----)",
+                re.S), rf"\1\n{HIDDEN}\n\2"),
+    (re.compile(r"\becho\b[^|\n]*\|[ \t]*(sudo[ \t]+)?(chpasswd|passwd)\b"),
+     rf"echo {HIDDEN} | \1\2"),
+)  # fmt: skip
+READABLE_ENCODINGS = ("", "text/plain")
 
 
 def user_data_redacted(text: str) -> str:
@@ -49,6 +66,8 @@ def _redacted(node: object, key: str = "") -> object:
         return HIDDEN
     if isinstance(node, dict):
         redacted = {k: _redacted(v, str(k)) for k, v in node.items()}
+        if "content" in node and str(node.get("encoding") or "").lower() not in READABLE_ENCODINGS:
+            redacted["content"] = HIDDEN  # a write_files entry in base64 or gzip
         if key == "chpasswd" and "list" in node:  # its older form: "user:password" lines
             lines = node["list"]
             lines = lines.splitlines() if isinstance(lines, str) else lines or []
@@ -59,5 +78,13 @@ def _redacted(node: object, key: str = "") -> object:
     if isinstance(node, list | tuple):
         return [_redacted(item, key) for item in node]
     if isinstance(node, str):
-        return URL_PASSWORD.sub(rf"\1{HIDDEN}@", node)
+        return text_redacted(node)
     return node
+
+
+def text_redacted(text: str) -> str:
+    """A line of a command or a file's content with the credentials in it hidden."""
+    text = URL_PASSWORD.sub(rf"\1{HIDDEN}@", text)
+    for pattern, replacement in IN_TEXT:
+        text = pattern.sub(replacement, text)
+    return text

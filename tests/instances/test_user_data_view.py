@@ -84,6 +84,52 @@ def test_credentials_are_hidden_whatever_their_shape_or_place():
     ]
 
 
+def test_credentials_inside_commands_and_files_are_hidden():
+    shown = yaml.safe_load(
+        user_data_redacted(
+            "#cloud-config\n"
+            "runcmd:\n"
+            "  - echo DB_PASSWORD=P1 >> /etc/app.env\n"
+            "  - [mysql, -u, root, --password=P2]\n"
+            "  - mysql --password P3 -e 'select 1'\n"
+            "  - \"curl -H 'Authorization: Bearer P4' https://api.example.com\"\n"
+            "  - echo 'root:P5' | chpasswd\n"
+            "  - docker login --password-stdin < /run/creds\n"
+            "bootcmd: [export API_TOKEN='P6 P6']\n"
+            "write_files:\n"
+            "  - path: /etc/app/config.yaml\n"
+            "    content: |\n"
+            "      listen: 8080\n"
+            "      client_secret: P7\n"
+            "  - path: /etc/ssl/private/app.key\n"
+            "    permissions: '0600'\n"
+            "    content: |\n"
+            "      -----BEGIN EC PRIVATE KEY-----\n"
+            "      P8\n"
+            "      -----END EC PRIVATE KEY-----\n"
+            "  - path: /etc/blob\n"
+            "    encoding: b64\n"
+            "    content: UDk=\n"
+        )
+    )
+    assert not re.search(r"P[1-8]|UDk=", str(shown))
+    assert shown["runcmd"] == [
+        f"echo DB_PASSWORD={HIDDEN} >> /etc/app.env",
+        ["mysql", "-u", "root", f"--password={HIDDEN}"],
+        f"mysql --password {HIDDEN} -e 'select 1'",
+        f"curl -H 'Authorization: Bearer {HIDDEN}' https://api.example.com",
+        f"echo {HIDDEN} | chpasswd",
+        "docker login --password-stdin < /run/creds",
+    ]
+    assert shown["bootcmd"] == [f"export API_TOKEN={HIDDEN}"]
+    config, key, blob = shown["write_files"]
+    assert config["content"] == f"listen: 8080\nclient_secret: {HIDDEN}\n"
+    assert key["permissions"] == "0600" and key["content"] == (
+        f"-----BEGIN EC PRIVATE KEY-----\n{HIDDEN}\n-----END EC PRIVATE KEY-----\n"
+    )
+    assert blob == {"path": "/etc/blob", "encoding": "b64", "content": HIDDEN}
+
+
 def test_a_document_with_aliases_is_hidden_whole_and_at_once():
     # an alias shows a value under a second key; aliases of aliases would expand a few hundred
     # bytes into gigabytes
