@@ -119,4 +119,55 @@ def parse_cloud_config(value: str) -> dict:
             "The cloud-config must be a YAML mapping of keys such as packages, runcmd, users.",
             code="cloud_config_mapping",
         )
+    if mistakes := [m for key, value in data.items() if (m := _shape_mistake(key, value))]:
+        raise ValidationError(
+            "In the cloud-config, %(mistakes)s.",
+            code="cloud_config_shape",
+            params={"mistakes": "; ".join(mistakes)},
+        )
     return data
+
+
+_LIST, _TEXT, _MAPPING = (list,), (str,), (dict,)
+# The shapes of the cloud-config keys a guest most often gets (cloud-init's own documentation
+# of its modules): what each holds, and how a message names it.
+CLOUD_CONFIG_SHAPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "users": ((list, str, dict), "a list of users (or the word default)"),
+    "groups": ((list, str, dict), "a list of groups"),
+    "ssh_authorized_keys": (_LIST, "a list of public keys"),
+    "runcmd": (_LIST, "a list of commands"),
+    "bootcmd": (_LIST, "a list of commands"),
+    "packages": (_LIST, "a list of package names"),
+    "write_files": (_LIST, "a list of files, each with a path and content"),
+    "mounts": (_LIST, "a list of mounts"),
+    "chpasswd": (_MAPPING, "a mapping (users:, expire:)"),
+    "hostname": (_TEXT, "a host name"),
+    "fqdn": (_TEXT, "a host name"),
+    "timezone": (_TEXT, "a time zone name such as Europe/Paris"),
+    "package_update": ((bool,), "true or false"),
+    "package_upgrade": ((bool,), "true or false"),
+    "ssh_pwauth": ((bool, str), "true or false"),
+}
+
+
+def _shape_mistake(key: object, value: object) -> str:
+    """What is wrong with the shape of one top-level key's value; "" when nothing is."""
+    if key not in CLOUD_CONFIG_SHAPES or value is None:
+        return ""
+    types, holds = CLOUD_CONFIG_SHAPES[str(key)]
+    if not isinstance(value, types):
+        return f"{key} must be {holds}, not {_kind(value)}"
+    commands = value if key in ("runcmd", "bootcmd") and isinstance(value, list) else []
+    if wrong := [command for command in commands if not isinstance(command, str | list)]:
+        return f"each {key} entry must be a command or a list of words, not {_kind(wrong[0])}"
+    if key == "write_files" and isinstance(value, list):
+        for number, file in enumerate(value, start=1):
+            if not isinstance(file, dict) or not isinstance(file.get("path"), str):
+                return f"write_files entry {number} must be a mapping with a path"
+    return ""
+
+
+def _kind(value: object) -> str:
+    names = {bool: "true/false", int: "a number", float: "a number", str: "text",
+             list: "a list", dict: "a mapping"}  # fmt: skip
+    return names.get(type(value), type(value).__name__)

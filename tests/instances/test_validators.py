@@ -101,5 +101,31 @@ def test_cloud_config_must_be_a_mapping():
     assert "must be a YAML mapping" in message(parse_cloud_config, "#cloud-config\n- a\n- b\n")
 
 
+@pytest.mark.parametrize(
+    ("config", "mistakes"),
+    [
+        ("users: 5", "users must be a list of users (or the word default), not a number"),
+        ("runcmd: reboot", "runcmd must be a list of commands, not text"),
+        ("runcmd: [ls, {a: b}]", "each runcmd entry must be a command or a list of words, not a mapping"),
+        ("write_files: [{content: x}]", "write_files entry 1 must be a mapping with a path"),
+        ("package_update: yes please", "package_update must be true or false, not text"),
+        ("hostname: [a]\npackages: nginx",
+         "hostname must be a host name, not a list; packages must be a list of package names, not text"),
+    ],
+)  # fmt: skip
+def test_the_shapes_of_common_cloud_config_keys_are_checked(config, mistakes):
+    text = f"#cloud-config\n{config}\n"
+    assert message(parse_cloud_config, text) == f"In the cloud-config, {mistakes}."
+
+
+def test_well_shaped_cloud_config_keys_pass():
+    text = (
+        "#cloud-config\nusers: [default, {name: deploy}]\nruncmd: [ls, [echo, hi]]\n"
+        "write_files: [{path: /etc/motd, content: hi}]\npackage_update: true\n"
+        "ssh_pwauth: false\nhostname: web-1\nchpasswd: {expire: false}\nanything_else: 5\n"
+    )
+    assert parse_cloud_config(text)["users"] == ["default", {"name": "deploy"}]
+
+
 def test_valid_cloud_config_parses():
     assert parse_cloud_config("#cloud-config\nruncmd: [ls]\n") == {"runcmd": ["ls"]}
