@@ -279,7 +279,9 @@ def detail_context(instance: Instance, role: Role, tab: str) -> dict[str, object
         context["power_buttons"],
         console_allowed,
     )
-    if tab == "overview":
+    if tab in ("storage", "networking", "user-data") and not is_local_backend(instance.backend):
+        context["in_cloud"] = instance.backend  # the VM's job set these up: the tab says so
+    elif tab == "overview":
         context["nics"] = instance.nics.select_related("subnet", "elastic_ip")
         context["disks"] = instance.disks.select_related("image")
     elif tab == "storage":
@@ -295,8 +297,6 @@ def detail_context(instance: Instance, role: Role, tab: str) -> dict[str, object
         context["subnets"] = instance.project.subnets.filter(zone=instance.zone)
         context["free_eips"] = instance.project.elastic_ips.filter(nic=None)
         context["network_mode"] = _network_mode(instance)
-    elif tab == "user-data" and not is_local_backend(instance.backend):
-        context["user_data_elsewhere"] = True  # a cloud VM boots with its job's user data
     elif tab == "user-data":
         text = user_data(instance)
         context["user_data"] = text if allowed["view_password"] else user_data_redacted(text)

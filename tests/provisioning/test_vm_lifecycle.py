@@ -63,6 +63,16 @@ def test_the_user_data_tab_of_an_aws_vm_points_at_its_job_and_shows_no_password(
     assert "Initial password" not in html
 
 
+def test_the_storage_and_networking_tabs_of_an_aws_vm_say_where_those_are(landed, client_for):
+    first = instances_of(landed)[0]
+    storage = client_for("owner").get(f"/projects/alpha/instances/{first.pk}/?tab=storage").text
+    assert "volumes are the ones its provisioning job (linked above) launched it with" in storage
+    assert "<table>" not in storage and "Create and attach" not in storage
+    network = client_for("owner").get(f"/projects/alpha/instances/{first.pk}/?tab=networking").text
+    assert "on the network its provisioning job (linked above) built in AWS" in network
+    assert "<table>" not in network
+
+
 def test_the_backend_reads_and_changes_the_ec2_state(aws, landed):
     backend = backend_named("aws")
     first = instances_of(landed)[0]
