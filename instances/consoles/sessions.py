@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from instances import actions
 from instances.access import project_role
+from instances.consoles.proxies import proxy_gone, this_proxy
 from instances.consoles.registry import ConsoleKind
 from instances.consoles.tickets import console_ticket_claim
 from instances.models import ConsoleSession
@@ -93,6 +94,7 @@ def console_admit(
         username=user.get_username(),
         kind=kind.name,
         read_only=read_only,
+        proxy=this_proxy(),
     )
     recording = None
     if kind.recorded:
@@ -135,10 +137,14 @@ ORPHANED = "The console proxy stopped before the session ended."
 
 
 def console_sessions_close_orphaned(*, host: str) -> int:
-    """Close the sessions a previous console proxy of this host left open (it was killed, or the
-    machine went down): a proxy serves the consoles of its host's instances, so when it starts,
-    none of them can still be open. Sessions of deleted instances go too. How many were closed."""
+    """Close the sessions a console proxy of this host left open when it was killed (or the
+    machine went down): those of proxies no longer running, not those of another proxy beside
+    this one. Sessions of deleted instances whose proxy is gone go too. How many were closed."""
     open_sessions = ConsoleSession.objects.filter(ended_at=None).filter(
         Q(instance__host=host) | Q(instance=None)
     )
-    return open_sessions.update(ended_at=timezone.now(), close_reason=ORPHANED)
+    proxies = set(open_sessions.values_list("proxy", flat=True))
+    running = [proxy for proxy in proxies if not proxy_gone(proxy)]
+    return open_sessions.exclude(proxy__in=running).update(
+        ended_at=timezone.now(), close_reason=ORPHANED
+    )

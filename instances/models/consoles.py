@@ -61,6 +61,9 @@ class ConsoleSession(models.Model):
         max_length=300, blank=True, help_text="asciicast v2 file, relative to the run folder."
     )
     close_reason = models.CharField(max_length=200, blank=True)
+    proxy = models.CharField(
+        max_length=120, blank=True, help_text="The console proxy serving it: host/pid/start time."
+    )
 
     class Meta:
         ordering = ["-started_at", "-id"]
