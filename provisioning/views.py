@@ -9,7 +9,7 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
-from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
+from django_htmx.http import HttpResponseClientRedirect
 
 from instances.access import object_for_user, project_for_user
 from instances.choices import Role
@@ -17,6 +17,7 @@ from instances.confirm import question_page
 from instances.errors import ActionRefused
 from instances.http import AuthedRequest
 from instances.models import Project
+from instances.views.polling import digest, still_shown
 from provisioning import actions
 from provisioning.choices import JOB_TRANSITIONAL, STATUS_COLOURS, NetworkMode, PoolMode
 from provisioning.forms import STEP_NAMES, STEPS, CloudAccountForm
@@ -223,26 +224,36 @@ def job_detail(request: AuthedRequest, project_slug: str, pk: int) -> HttpRespon
 
 
 def _job_context(job: ProvisioningJob, role: Role) -> dict[str, Any]:
+    steps = list(job.steps.all())
+    allowed = actions.job_allowed_actions(job, role)
     return {
         "project": job.project,
         "job": job,
-        "steps": job.steps.all(),
+        "steps": steps,
         "config": InfraConfig.from_json(job.config),
-        "allowed": actions.job_allowed_actions(job, role),
+        "allowed": allowed,
         "transitional": job.status in JOB_TRANSITIONAL,
         "colours": STATUS_COLOURS,
+        "progress_version": digest(
+            job.status,
+            job.message,
+            job.config,
+            [(s.status, s.attempts, s.message, len(s.log), s.finished_at) for s in steps],
+            allowed,
+        ),
     }
 
 
 @login_required
 def job_progress(request: AuthedRequest, project_slug: str, pk: int) -> HttpResponse:
-    """The steps panel, polled every second while the job runs; 286 stops the polling."""
+    """The steps panel: polled every second while the job runs, and slowly once it has
+    settled (204 No Content while it shows the same; instances.views.polling)."""
     job, role = _job_for(request, project_slug, pk)
-    response = render(request, "provisioning/job_detail.html#progress", _job_context(job, role))
-    if job.status not in JOB_TRANSITIONAL:
-        stop = HttpResponseStopPolling(response.content)
-        return stop
-    return response
+    context = _job_context(job, role)
+    unchanged = still_shown(request, context["progress_version"])
+    if unchanged and job.status not in JOB_TRANSITIONAL:
+        return unchanged
+    return render(request, "provisioning/job_detail.html#progress", context)
 
 
 @login_required

@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from provisioning.choices import JobStatus
@@ -94,7 +96,7 @@ def test_azure_in_the_wizard_answers_the_clean_invalid_stub(client_for, account)
     assert "GCP provisioning arrives next" in response.content.decode()
 
 
-def test_review_creates_the_job_and_the_progress_stops_polling_when_done(client_for, account):
+def test_review_creates_the_job_and_the_progress_polls_slowly_when_done(client_for, account):
     client = client_for("operator")
     walk(client, account)
     response = client.post(url("review"), {"action": "create"})
@@ -104,11 +106,20 @@ def test_review_creates_the_job_and_the_progress_stops_polling_when_done(client_
     progress = f"/projects/alpha/provisioning/jobs/{job.pk}/progress/"
     assert client.get(progress).status_code == 200
     job_run_inline(job.pk)
-    assert client.get(progress).status_code == 286
+    settled = client.get(progress).content.decode()
+    assert 'hx-trigger="every 5s"' in settled
+    assert client.get(progress, {"seen": seen_in(settled)}).status_code == 204  # nothing changed
     page = client.get(f"/projects/alpha/provisioning/jobs/{job.pk}/").content.decode()
     assert 'data-status="ready"' in page and "Attach load balancer" not in page
-    assert client_for("viewer").get(progress).status_code == 286
+    viewer = client_for("viewer")
+    assert viewer.get(progress, {"seen": seen_in(viewer.get(progress).text)}).status_code == 204
+    ProvisioningJob.objects.filter(pk=job.pk).update(message="Torn down by someone else.")
+    assert "Torn down by someone else." in client.get(progress, {"seen": seen_in(settled)}).text
     assert client_for("outsider").get(progress).status_code == 404
+
+
+def seen_in(html: str) -> str:
+    return re.search(r'\?seen=(\w+)"', html)[1]
 
 
 @pytest.mark.parametrize(
