@@ -33,8 +33,7 @@ def sandbox(project, tmp_path, settings):
     yield account
     stop(worker)
     proxy.close()
-    process.terminate()
-    process.wait(timeout=10)
+    stop(process)
 
 
 def test_the_wizard_takes_a_job_from_provider_to_ready_with_live_steps(

@@ -7,14 +7,14 @@ from provisioning.providers.aws import forget_clients
 from provisioning.services.accounts import account_create
 from provisioning.services.jobs import job_create
 from tests.provisioning import moto
+from tests.services import stop
 
 
 @pytest.fixture(scope="session")
 def moto_server(tmp_path_factory):
     process, url = moto.start_moto(tmp_path_factory.mktemp("moto") / "moto.log")
     yield url
-    process.terminate()
-    process.wait(timeout=10)
+    stop(process)  # SIGKILL if it is still serving 15 s after SIGTERM
 
 
 @pytest.fixture
