@@ -6,6 +6,7 @@ the work runs on the instance's host once the request has committed.
 
 from collections.abc import Callable
 
+from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from ninja import Query, Router
@@ -29,6 +30,8 @@ from instances.choices import Role
 from instances.models import Instance
 from instances.services import power
 from instances.services.instances import (
+    INSTANCE_FIELDS,
+    instance_check,
     instance_create,
     instance_delete,
     instance_set_run_strategy,
@@ -69,9 +72,16 @@ def instance_add(request: HttpRequest, slug: Slug, payload: InstanceIn) -> Statu
     """Creates the instance with its disks and NICs, all or nothing; a run strategy of Always,
     RerunOnFailure or Once also starts it."""
     project, _ = project_for(request, slug, Role.OPERATOR)
-    instance = instance_create(
-        project=project, actor=request_user(request), request=instance_request(project, payload)
-    )
+    try:
+        wanted = instance_request(project, payload)
+    except ValidationError as lookups:  # ids the project does not have; its own fields too
+        fields = payload.model_dump(include=set(INSTANCE_FIELDS))
+        try:
+            instance_check(project=project, fields=fields)
+        except ValidationError as error:
+            raise ValidationError(error.message_dict | lookups.message_dict) from None
+        raise
+    instance = instance_create(project=project, actor=request_user(request), request=wanted)
     return Status(201, _instances().get(pk=instance.pk))
 
 

@@ -127,6 +127,15 @@ def test_ids_of_another_project_are_field_errors_all_reported_at_once(
     assert not Instance.objects.exists()
 
 
+def test_unknown_ids_and_wrong_instance_fields_are_reported_together(api_for, operator, body):
+    body.update(root_image=999999, memory_gb=3, name="Web_1")
+    errors = errors_of(api_for("operator").post("/projects/alpha/instances", body))
+    assert set(errors) == {"root_image", "memory_gb", "name"}
+    assert errors["root_image"] == ["Choose an image of this project or a shared one."]
+    assert errors["memory_gb"] == ["Choose a RAM size of 1, 2, 4, 8, 16, 32 or 64 GB."]
+    assert not Instance.objects.exists()
+
+
 def test_a_nic_without_its_subnet_is_a_schema_error_with_the_field_path(api_for, operator, body):
     body["nics"] = [{"ipv4": "10.20.0.9"}]
     body["vcpus"] = "many"
