@@ -28,6 +28,7 @@ from instances.manifests.steps import Plan, Step
 from instances.models import Disk, Instance, NetworkInterface
 from instances.services import network, storage
 from instances.services.instances import (
+    AT_LEAST_ONE_NIC,
     DiskRequest,
     InstanceRequest,
     NicRequest,
@@ -35,7 +36,6 @@ from instances.services.instances import (
 )
 
 CONFIRM_PRIMARY = "Set confirm_primary: true on this interface to take it down anyway."
-AT_LEAST_ONE_NIC = "Attach the instance to at least one subnet."  # instance_create's rule
 
 # Fields the instance was created with and no service changes.
 CREATED_WITH = (

@@ -22,6 +22,7 @@ from instances.services.queueing import enqueue_host_task
 from instances.services.storage import check_room
 
 STARTS_ON_CREATE = {RunStrategy.ALWAYS, RunStrategy.RERUN_ON_FAILURE, RunStrategy.ONCE}
+AT_LEAST_ONE_NIC = "Attach the instance to at least one subnet."
 
 
 @dataclass
@@ -117,7 +118,7 @@ def instance_create(
             with _collected(errors, prefix):
                 _create_disk(instance, disk)
         if not request.nics:
-            errors["nics"] = ["Attach the instance to at least one subnet."]
+            errors["nics"] = [AT_LEAST_ONE_NIC]
         for index, nic in enumerate(request.nics):
             with _collected(errors, f"nics-{index}"):
                 build_nic(
@@ -186,6 +187,8 @@ def _parts_errors(instance: Instance, request: InstanceRequest) -> dict[str, lis
                 instance=instance, subnet=nic.subnet, ipv4=nic.ipv4, ipv6=nic.ipv6,
                 mac=nic.mac, model=nic.model,
             )  # fmt: skip
+    if not request.nics:
+        errors["nics"] = [AT_LEAST_ONE_NIC]
     return {key: messages for key, messages in errors.items() if not key.endswith("zone")}
 
 

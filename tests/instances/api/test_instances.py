@@ -112,6 +112,16 @@ def test_an_instance_without_nics_is_refused(api_for, operator, body):
     assert errors == {"nics": ["Attach the instance to at least one subnet."]}
 
 
+def test_no_nics_is_reported_with_the_instances_own_mistakes(api_for, operator, body):
+    body.update(nics=[], vcpus=3)
+    errors = errors_of(api_for("operator").post("/projects/alpha/instances", body))
+    assert errors == {
+        "vcpus": ["Choose a vCPU count of 1, 2, 4, 8, 16 or 32."],
+        "nics": ["Attach the instance to at least one subnet."],
+    }
+    assert not Instance.objects.exists()
+
+
 def test_ids_of_another_project_are_field_errors_all_reported_at_once(
     api_for, operator, body, other_project
 ):
