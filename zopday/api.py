@@ -5,7 +5,7 @@ from ninja import NinjaAPI
 
 from instances.api import disks, instances, keys, network, nics, projects
 from instances.api.auth import API_AUTH
-from instances.api.errors import install_error_handlers
+from instances.api.errors import install_error_handlers, respond
 from provisioning import api as provisioning_api
 
 api = NinjaAPI(
@@ -28,4 +28,4 @@ api.add_router("", provisioning_api.router)
 def unknown_path(request: HttpRequest) -> HttpResponse:
     """Any path under /api/v1/ that no endpoint answers: a JSON 404 like the endpoints' own."""
     detail = f"No API endpoint at {request.path}: the endpoints are listed at /api/v1/docs."
-    return api.create_response(request, {"detail": detail, "errors": {}}, status=404)
+    return respond(api, request, 404, detail)

@@ -35,13 +35,14 @@ ERRORS: dict[int, type[Schema]] = {401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 
 REFUSALS: dict[int, type[Schema]] = {**ERRORS, 409: ErrorOut}
 
 
-def _respond(
+def respond(
     api: NinjaAPI,
     request: HttpRequest,
     status: int,
     detail: str,
     errors: dict[str, list[str]] | None = None,
 ) -> HttpResponse:
+    """The one error body, for the handlers below and for paths no endpoint answers."""
     return api.create_response(request, {"detail": detail, "errors": errors or {}}, status=status)
 
 
@@ -67,14 +68,14 @@ def install_error_handlers(api: NinjaAPI) -> None:
         errors = (
             exc.message_dict if hasattr(exc, "error_dict") else {NON_FIELD_ERRORS: exc.messages}
         )
-        return _respond(api, request, 422, _summary(errors), errors)
+        return respond(api, request, 422, _summary(errors), errors)
 
     @api.exception_handler(SchemaValidationError)
     def schema_error(request: HttpRequest, exc: SchemaValidationError) -> HttpResponse:
         errors: dict[str, list[str]] = {}
         for error in exc.errors:
             errors.setdefault(_field_path(error.get("loc", ())), []).append(str(error["msg"]))
-        return _respond(api, request, 422, _summary(errors), errors)
+        return respond(api, request, 422, _summary(errors), errors)
 
     @api.exception_handler(HttpError)
     def http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
@@ -84,23 +85,23 @@ def install_error_handlers(api: NinjaAPI) -> None:
                 if isinstance(exc.__cause__, json.JSONDecodeError)
                 else "The body is not valid UTF-8 JSON."
             )
-            return _respond(api, request, 422, message, {"body": [message]})
+            return respond(api, request, 422, message, {"body": [message]})
         if not isinstance(exc, AuthenticationError):
-            return _respond(api, request, exc.status_code, str(exc))
+            return respond(api, request, exc.status_code, str(exc))
         # ninja's own message when no auth matched is a bare "Unauthorized".
         detail = UNAUTHORIZED if str(exc) == AuthenticationError().message else str(exc)
-        response = _respond(api, request, 401, detail)
+        response = respond(api, request, 401, detail)
         response["WWW-Authenticate"] = 'Bearer realm="zopday"'
         return response
 
     @api.exception_handler(ActionRefused)
     def action_refused(request: HttpRequest, exc: ActionRefused) -> HttpResponse:
-        return _respond(api, request, 409, exc.message)
+        return respond(api, request, 409, exc.message)
 
     @api.exception_handler(PermissionDenied)
     def permission_denied(request: HttpRequest, exc: PermissionDenied) -> HttpResponse:
-        return _respond(api, request, 403, str(exc) or "You may not do this.")
+        return respond(api, request, 403, str(exc) or "You may not do this.")
 
     @api.exception_handler(Http404)
     def not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
-        return _respond(api, request, 404, str(exc) or "Not found.")
+        return respond(api, request, 404, str(exc) or "Not found.")
