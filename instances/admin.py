@@ -15,6 +15,7 @@ from instances.models import (
     Disk,
     DiskSnapshot,
     ElasticIP,
+    GuestReport,
     Image,
     Instance,
     IPLease,
@@ -197,6 +198,13 @@ class ElasticIPAdmin(ShownOnly, admin.ModelAdmin):
     list_filter = ["project"]
     search_fields = ["address", "nic__ipv4", "nic__instance__name"]
     list_select_related = ["project", "nic__instance"]
+
+
+@admin.register(GuestReport)
+class GuestReportAdmin(ShownOnly, admin.ModelAdmin):
+    list_display = ["instance", "hostname", "memory_total_kb", "reported_at", "asked_at", "error"]
+    search_fields = ["instance__name", "hostname"]
+    list_select_related = ["instance"]
 
 
 @admin.register(SSHKey)

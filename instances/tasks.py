@@ -1,7 +1,7 @@
 """Celery tasks of the instances app: thin wrappers that take ids and call one service.
 
 Node-local tasks (everything that touches a machine) are sent to the instance's host queue by
-services.queueing; the periodic reconcile fans out to every host that has instances.
+services.queueing; the periodic reconcile and guest reports fan out to every host that has instances.
 """
 
 import logging
@@ -14,7 +14,7 @@ from django.db import close_old_connections
 from instances.backends import LOCAL_BACKENDS
 from instances.backends.base import BackendError
 from instances.models import Instance
-from instances.services import machines, power, reconciler, snapshot_work
+from instances.services import guest_reports, machines, power, reconciler, snapshot_work
 
 log = logging.getLogger(__name__)
 
@@ -135,8 +135,24 @@ def reconcile_host(host: str) -> None:
 @shared_task(name="instances.reconcile")
 def reconcile() -> None:
     """Fan out: each host's worker reconciles the instances it runs."""
-    local = Instance.objects.filter(backend__in=LOCAL_BACKENDS)
-    hosts = set(local.values_list("host", flat=True).distinct())
-    hosts.add(settings.ZOPDAY_HOST)
-    for host in hosts:
+    for host in _hosts():
         reconcile_host.apply_async(args=[host], queue=f"host.{host}", expires=10)
+
+
+@shared_task(name="instances.guest_reports_host")
+def guest_reports_host(host: str) -> None:
+    guest_reports.guest_reports_host(host)
+
+
+@shared_task(name="instances.guest_reports")
+def guest_reports_all() -> None:
+    """Fan out: each host's worker asks the guest agents of the instances it runs."""
+    expires = settings.ZOPDAY_GUEST_REPORT_SECONDS
+    for host in _hosts():
+        guest_reports_host.apply_async(args=[host], queue=f"host.{host}", expires=expires)
+
+
+def _hosts() -> set[str]:
+    """This host and every other that has local instances."""
+    local = Instance.objects.filter(backend__in=LOCAL_BACKENDS)
+    return {*local.values_list("host", flat=True).distinct(), settings.ZOPDAY_HOST}

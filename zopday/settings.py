@@ -186,12 +186,19 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Database connections outlive a task; zopday.celery closes the old and broken ones.
 CELERY_DB_REUSE_MAX = 1_000_000
+# How often each host asks the guest agents of its running instances (services.guest_reports).
+ZOPDAY_GUEST_REPORT_SECONDS = envint("ZOPDAY_GUEST_REPORT_SECONDS", 30)
 # The run-strategy reconciler: the database follows what hypervisors report within seconds.
 CELERY_BEAT_SCHEDULE = {
     "reconcile-instances": {
         "task": "instances.reconcile",
         "schedule": float(envint("ZOPDAY_RECONCILE_SECONDS", 3)),
         "options": {"expires": 10},
+    },
+    "guest-reports": {
+        "task": "instances.guest_reports",
+        "schedule": float(ZOPDAY_GUEST_REPORT_SECONDS),
+        "options": {"expires": ZOPDAY_GUEST_REPORT_SECONDS},
     },
 }
 

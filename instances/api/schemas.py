@@ -32,7 +32,7 @@ from instances.choices import (
     SnapshotState,
     UserDataMode,
 )
-from instances.models import Disk, ElasticIP, Image, Instance, NetworkInterface
+from instances.models import Disk, ElasticIP, GuestReport, Image, Instance, NetworkInterface
 
 
 def _storable(value: str) -> str:
@@ -330,6 +330,29 @@ class InstanceOut(Schema):
         return [key.pk for key in instance.ssh_keys.all()]
 
 
+class GuestInterfaceOut(Schema):
+    name: str
+    mac: str
+    addresses: list[str] = Field(description='As the guest has them, e.g. "10.0.0.5/24".')
+
+
+class GuestFilesystemOut(Schema):
+    mountpoint: str
+    type: str
+    device: str
+    total_bytes: int | None
+    used_bytes: int | None
+
+
+class GuestOut(Schema):
+    hostname: str
+    interfaces: list[GuestInterfaceOut]
+    memory_total_kb: int
+    memory_available_kb: int
+    filesystems: list[GuestFilesystemOut]
+    reported_at: datetime
+
+
 class AllowedOut(Schema):
     ok: bool
     reason: str
@@ -341,6 +364,13 @@ class InstanceDetailOut(InstanceOut):
     allowed_actions: dict[str, AllowedOut] = Field(
         description="What the caller may do now, and why not (the same rule as the buttons)."
     )
+    guest: GuestOut | None = Field(
+        description=(
+            "What the guest agent reported since the instance last started (asked every "
+            "ZOPDAY_GUEST_REPORT_SECONDS); null while it is not running or before its agent "
+            "answers, and for cloud VMs."
+        )
+    )
 
     @staticmethod
     def resolve_disks(instance: Instance) -> list[Disk]:
@@ -349,6 +379,13 @@ class InstanceDetailOut(InstanceOut):
     @staticmethod
     def resolve_nics(instance: Instance) -> list[NetworkInterface]:
         return list(instance.nics.all())
+
+    @staticmethod
+    def resolve_guest(instance: Instance) -> GuestReport | None:
+        if instance.power_state != PowerState.RUNNING:
+            return None
+        report = GuestReport.objects.filter(instance=instance).first()
+        return report if report and report.current_for(instance) else None
 
     @staticmethod
     def resolve_allowed_actions(instance: Instance, context: dict) -> dict[str, Allowed]:

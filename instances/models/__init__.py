@@ -1,6 +1,7 @@
 from .audit import AuditEvent
 from .consoles import ConsoleSession, ConsoleTicket
 from .disks import Disk, DiskSnapshot
+from .guest import GuestReport
 from .images import Image
 from .keys import SSHKey
 from .machines import Instance
@@ -16,6 +17,7 @@ __all__ = [
     "Disk",
     "DiskSnapshot",
     "ElasticIP",
+    "GuestReport",
     "IPLease",
     "Image",
     "Instance",

@@ -31,7 +31,7 @@ from instances.confirm import asked_first, question
 from instances.errors import ActionRefused
 from instances.forms import DiskFormSet, InstanceForm, NicFormSet, apply_errors, images_for
 from instances.http import AuthedRequest
-from instances.models import Instance
+from instances.models import GuestReport, Instance
 from instances.redaction import user_data_redacted
 from instances.services import power
 from instances.services.instances import (
@@ -284,6 +284,7 @@ def detail_context(instance: Instance, role: Role, tab: str) -> dict[str, object
     elif tab == "overview":
         context["nics"] = instance.nics.select_related("subnet", "elastic_ip")
         context["disks"] = instance.disks.select_related("image")
+        context["guest"] = _guest_report(instance)
     elif tab == "storage":
         disks = list(instance.disks.select_related("image").prefetch_related("snapshots"))
         context["disks"] = disks
@@ -303,6 +304,19 @@ def detail_context(instance: Instance, role: Role, tab: str) -> dict[str, object
     elif tab == "events":
         context["events"] = selectors.instance_events(instance)[:100]
     return context
+
+
+def _guest_report(instance: Instance) -> dict[str, object] | None:
+    """The Overview's "Guest agent" row, for an instance on this console's own hosts: the
+    agent's report of the guest as it runs now, or why there is none yet."""
+    if not is_local_backend(instance.backend):
+        return None
+    report = GuestReport.objects.filter(instance=instance).first()
+    return {
+        "report": report if report and report.current_for(instance) else None,
+        "error": report.error if report else "",
+        "every": settings.ZOPDAY_GUEST_REPORT_SECONDS,
+    }
 
 
 def _network_mode(instance: Instance) -> str:

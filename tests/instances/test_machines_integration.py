@@ -15,11 +15,12 @@ from django.utils import timezone
 
 from instances.backends import backend_named
 from instances.choices import CarrierState, LastExit, PowerState, RunStrategy
-from instances.models import AuditEvent, Instance
+from instances.models import AuditEvent, GuestReport, Instance
 from instances.services import machines, network, power
-from instances.tasks import reconcile_host
+from instances.tasks import guest_reports_all, reconcile_host
 from tests import factories
 from tests.factories import SubnetFactory
+from tests.instances.agent import agent_facts
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -84,7 +85,7 @@ def make(project, operator, image, subnet, name: str, ip: str, **fields) -> Inst
 
 
 def test_start_applies_the_seed_and_acpi_shutdown_powers_the_guest_off(
-    backend, project, operator, demo_image, lan
+    backend, project, operator, demo_image, lan, client_for
 ):
     vm = make(project, operator, demo_image, lan, "seeded-vm", "10.88.0.10")
     power.instance_start(instance=vm, actor=operator)
@@ -92,9 +93,14 @@ def test_start_applies_the_seed_and_acpi_shutdown_powers_the_guest_off(
     wait_for_prompt(backend, vm)
     assert run_in(backend, vm, "hostname") == "seeded-vm"
     assert "10.88.0.10/24" in run_in(backend, vm, "ip -4 addr show eth0")
-    facts = wait_for(lambda: backend.guest_facts(vm.machine_id), "the guest agent")
+    facts = agent_facts(backend, vm.machine_id)
     assert any("10.88.0.10/24" in iface.addresses for iface in facts.interfaces)
     assert vm.nics.get().carrier == CarrierState.UP
+    guest_reports_all()  # the periodic ask, through the host's worker
+    report = wait_for(lambda: GuestReport.objects.filter(instance=vm).first(), "a guest report")
+    assert report.hostname == "seeded-vm" and report.memory_total_kb > 0, report.error
+    overview = client_for("viewer").get(f"/projects/alpha/instances/{vm.pk}/").content.decode()
+    assert "10.88.0.10/24" in overview and "Memory: " in overview
 
     power.instance_shutdown(instance=vm, actor=operator)
     wait_for_state(vm, PowerState.STOPPED, timeout=60)

@@ -501,6 +501,8 @@ class QemuBackend:
     def guest_facts(self, machine_id: str) -> GuestFacts:
         run = self._run_folder(machine_id)
         self._require_running(run)
+        if not self._agent_listening(run):  # asking would wait out the agent's timeout
+            raise BackendError("The guest agent is not running in the guest.", retryable=True)
         return self._agent(run).facts()
 
     def guest_exec(self, machine_id: str, argv: list[str], timeout: float = 10) -> tuple[int, str]:

@@ -38,6 +38,7 @@ from instances.backends.base import (
 from instances.backends.qemu import QemuBackend
 from instances.backends.qemu.agent import GuestAgent
 from instances.backends.qemu.process import is_alive
+from tests.instances.agent import agent_facts
 
 pytestmark = pytest.mark.integration
 
@@ -240,7 +241,7 @@ def test_the_seed_sets_the_hostname_and_the_static_ip(backend, fleet):
 
 def test_the_guest_agent_reports_the_hostname_the_static_ip_and_memory(backend, fleet):
     wait_for_prompt(backend, "bravo")
-    facts = backend.guest_facts("bravo")
+    facts = agent_facts(backend, "bravo")
     assert facts.hostname == "bravo"
     eth0 = next(i for i in facts.interfaces if i.mac == "52:54:00:77:00:12")
     assert "10.77.0.12/24" in eth0.addresses
@@ -252,6 +253,7 @@ def test_callers_of_one_machine_take_turns_on_its_monitor_and_agent(backend, fle
     # QEMU drops a second client of a busy monitor (the agent's channel keeps it waiting): a
     # reconciler's status read landing in a power task's exchange would fail one of them.
     wait_for_prompt(backend, "alpha")
+    agent_facts(backend, "alpha")  # its agent runs: every call below is answered
     failures: list[BaseException] = []
 
     def use(call) -> None:  # type: ignore[no-untyped-def]

@@ -1,0 +1,49 @@
+from typing import TYPE_CHECKING
+
+from django.db import models
+
+if TYPE_CHECKING:
+    from instances.models.machines import Instance
+
+
+class GuestReport(models.Model):
+    """What the guest agent inside a running instance last said about it: the host's worker
+    asks every ZOPDAY_GUEST_REPORT_SECONDS (services.guest_reports) and keeps the answer here,
+    so that pages read it without reaching the hypervisor.
+
+    `error` says why the latest ask got no answer (the agent is not running yet, say); the
+    facts then stay as the last answer gave them, and `reported_at` says when that was."""
+
+    instance = models.OneToOneField(
+        "instances.Instance", on_delete=models.CASCADE, primary_key=True, related_name="guest"
+    )
+    hostname = models.CharField(max_length=255, blank=True)
+    interfaces = models.JSONField(default=list, blank=True)  # [{name, mac, addresses}]
+    memory_total_kb = models.PositiveBigIntegerField(default=0)
+    memory_available_kb = models.PositiveBigIntegerField(default=0)
+    filesystems = models.JSONField(default=list, blank=True)  # [{mountpoint, type, ...}]
+    reported_at = models.DateTimeField(null=True, blank=True)
+    error = models.CharField(max_length=300, blank=True)
+    asked_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"guest report of {self.instance_id}"
+
+    def current_for(self, instance: "Instance") -> bool:
+        """Whether the facts were reported since the instance last changed power state (so they
+        describe the guest as it runs now, not an earlier boot)."""
+        return self.reported_at is not None and self.reported_at >= instance.state_changed_at
+
+    @property
+    def memory_total_bytes(self) -> int:
+        return self.memory_total_kb * 1024
+
+    @property
+    def memory_used_bytes(self) -> int:
+        return (self.memory_total_kb - self.memory_available_kb) * 1024
+
+    @property
+    def memory_used_percent(self) -> int:
+        if not self.memory_total_kb:
+            return 0
+        return round(100 * self.memory_used_bytes / self.memory_total_bytes)

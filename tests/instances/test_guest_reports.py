@@ -1,0 +1,101 @@
+"""The guest agent's reports as pages and the API show them: kept per instance by the host's
+worker, shown only for the guest as it runs now (the real agent is in test_machines_integration)."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from instances.choices import PowerState
+from instances.models import GuestReport, Instance
+from instances.services.guest_reports import guest_reports_host
+
+pytestmark = pytest.mark.django_db
+
+FACTS = {
+    "hostname": "web-1",
+    "interfaces": [{"name": "eth0", "mac": "52:54:00:aa:bb:cc", "addresses": ["10.20.0.7/24"]}],
+    "memory_total_kb": 1_000_000,
+    "memory_available_kb": 750_000,
+    "filesystems": [
+        {"mountpoint": "/data", "type": "ext4", "device": "vdb", "total_bytes": 2 * 1024**3,
+         "used_bytes": 512 * 1024**2},
+    ],
+}  # fmt: skip
+
+
+def overview(client, instance) -> str:
+    url = f"/projects/alpha/instances/{instance.pk}/?tab=overview"
+    page = client.get(url)
+    assert page.status_code == 200
+    return page.content.decode()
+
+
+def report(instance, *, at=None, error=""):
+    now = timezone.now()
+    return GuestReport.objects.create(
+        instance=instance, reported_at=at or now, asked_at=now, error=error, **FACTS
+    )
+
+
+def test_a_report_of_the_running_guest_shows_its_addresses_memory_and_filesystems(
+    client_for, running
+):
+    report(running)
+    html = overview(client_for("viewer"), running)
+    assert 'data-testid="guest-report"' in html
+    assert "web-1" in html and "eth0 52:54:00:aa:bb:cc 10.20.0.7/24" in html
+    assert "Memory: 244.1\xa0MB of 976.6\xa0MB in use (25%)" in html
+    assert "/data" in html and "512.0\xa0MB of 2.0\xa0GB used" in html
+
+
+def test_a_report_from_before_the_guest_last_started_is_not_shown(client_for, running):
+    report(running, at=timezone.now() - timedelta(minutes=5))
+    Instance.objects.filter(pk=running.pk).update(state_changed_at=timezone.now())
+    html = overview(client_for("viewer"), running)
+    assert "10.20.0.7/24" not in html
+    assert "Waiting for the guest agent (qemu-ga in the guest): it is asked every 30 s" in html
+
+
+def test_a_stopped_instance_shows_no_report(client_for, running):
+    report(running)
+    Instance.objects.filter(pk=running.pk).update(power_state=PowerState.STOPPED)
+    html = overview(client_for("viewer"), running)
+    assert "Reports while the instance runs." in html and "10.20.0.7/24" not in html
+
+
+def test_a_guest_whose_agent_does_not_answer_says_why(client_for, running, settings):
+    # the database says it runs; its host has no such machine, so the backend says so
+    guest_reports_host(running.host)
+    kept = GuestReport.objects.get(instance=running)
+    assert kept.reported_at is None and kept.asked_at is not None
+    assert kept.error == f"Machine {running.machine_id} is not running."
+    html = overview(client_for("viewer"), running)
+    assert f"Latest answer: Machine {running.machine_id} is not running." in html
+
+
+def test_a_failed_ask_keeps_the_last_facts_and_says_what_happened_since(client_for, running):
+    report(running)
+    guest_reports_host(running.host)
+    kept = GuestReport.objects.get(instance=running)
+    assert kept.hostname == "web-1" and kept.error
+    html = overview(client_for("viewer"), running)
+    assert "10.20.0.7/24" in html and "since then: Machine" in html
+
+
+def test_only_running_instances_on_the_host_are_asked(running, project, operator):
+    Instance.objects.filter(pk=running.pk).update(power_state=PowerState.STOPPED)
+    guest_reports_host(running.host)
+    assert not GuestReport.objects.exists()
+
+
+def test_the_api_gives_the_report_of_the_running_guest_only(api_for, running):
+    report(running)
+    api = api_for("viewer")
+    guest = api.get(f"/projects/alpha/instances/{running.pk}").json()["guest"]
+    assert guest["hostname"] == "web-1"
+    assert guest["interfaces"] == FACTS["interfaces"]
+    assert guest["memory_available_kb"] == 750_000
+    assert guest["filesystems"][0]["mountpoint"] == "/data"
+    Instance.objects.filter(pk=running.pk).update(power_state=PowerState.STOPPED)
+    assert api.get(f"/projects/alpha/instances/{running.pk}").json()["guest"] is None
