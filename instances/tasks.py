@@ -1,7 +1,8 @@
 """Celery tasks of the instances app: thin wrappers that take ids and call one service.
 
 Node-local tasks (everything that touches a machine) are sent to the instance's host queue by
-services.queueing; the periodic reconcile and guest reports fan out to every host that has instances.
+services.queueing; the periodic reconcile and guest reports fan out to every host that has
+instances.
 """
 
 import logging
