@@ -1,7 +1,8 @@
 """The NoCloud seed of an instance: meta-data, user-data and network-config.
 
 The default user data is the seed's default configuration: a `spx` user with sudo, a random
-initial password, the selected SSH keys and the subnet's DNS resolvers. Custom user data is used
+initial password, the selected SSH keys and DNS resolvers (the subnets' own, or the console's
+default ones). Custom user data is used
 as written. Addresses come from IPAM, so the network config always carries them statically.
 """
 
@@ -21,7 +22,7 @@ def _dump(data: dict) -> str:
 
 def default_user_data(instance: Instance) -> str:
     keys = [key.public_key for key in instance.ssh_keys.all()]
-    resolvers = sorted({r for nic in instance.nics.all() for r in nic.subnet.resolvers})
+    resolvers = sorted({r for nic in instance.nics.all() for r in nic.subnet.guest_resolvers})
     config: dict = {
         "hostname": instance.name,
         "users": [
@@ -60,8 +61,8 @@ def network_config(instance: Instance) -> str:
                 entry["gateway4"] = subnet.gateway
         if nic.ipv6 and subnet.network_v6:
             entry["addresses"].append(f"{nic.ipv6}/{subnet.network_v6.prefixlen}")
-        if subnet.resolvers:
-            entry["nameservers"] = {"addresses": subnet.resolvers}
+        if subnet.guest_resolvers:
+            entry["nameservers"] = {"addresses": subnet.guest_resolvers}
         ethernets[nic.name] = entry
     return _dump({"version": 2, "ethernets": ethernets}) if ethernets else ""
 

@@ -154,7 +154,9 @@ class SubnetForm(forms.Form):
     cidr_v6 = forms.CharField(label="IPv6 CIDR", required=False, help_text="e.g. fd00:1::/64")
     gateway = forms.CharField(required=False, help_text="Defaults to the first address")
     dns_resolvers = forms.CharField(
-        label="DNS resolvers", required=False, help_text="Comma-separated, e.g. 1.1.1.1, 9.9.9.9"
+        label="DNS resolvers",
+        required=False,
+        help_text="Comma-separated, e.g. 1.1.1.1, 9.9.9.9. Blank: the console's default ones.",
     )
 
 

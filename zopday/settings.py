@@ -6,12 +6,14 @@ Set ZOPDAY_ENV=production for a deployment; `manage.py check --deploy` is then c
 SECRET_KEY, ALLOWED_HOSTS and DATABASE_URL are given.
 """
 
+import ipaddress
 import os
 import secrets
 import socket
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -209,6 +211,16 @@ ZOPDAY_CLOUD_QUEUE = env("ZOPDAY_CLOUD_QUEUE", "celery")
 
 # Instances: availability zones, the hypervisor backend's options and the Elastic IP pool.
 ZOPDAY_ZONES = envlist("ZOPDAY_ZONES", ["local-1a", "local-1b"])
+# The DNS resolvers guests are given on a subnet that names none of its own.
+ZOPDAY_DNS_RESOLVERS = envlist("ZOPDAY_DNS_RESOLVERS", ["1.1.1.1", "9.9.9.9"])
+for _resolver in ZOPDAY_DNS_RESOLVERS:
+    try:
+        ipaddress.ip_address(_resolver)
+    except ValueError:
+        raise ImproperlyConfigured(
+            f"ZOPDAY_DNS_RESOLVERS: {_resolver!r} is not an IP address (give a comma-separated "
+            "list, e.g. 1.1.1.1,9.9.9.9)."
+        ) from None
 ZOPDAY_QEMU_ACCEL = env("ZOPDAY_QEMU_ACCEL", "tcg")  # "kvm:tcg" where KVM guests work
 ZOPDAY_NETWORK_MODE = env("ZOPDAY_NETWORK_MODE", "auto")  # auto | bridge | user
 ZOPDAY_NETNS = env("ZOPDAY_NETNS", "zopday")  # the network namespace that holds subnet bridges

@@ -53,6 +53,11 @@ class Subnet(models.Model):
         return [r.strip() for r in self.dns_resolvers.split(",") if r.strip()]
 
     @property
+    def guest_resolvers(self) -> list[str]:
+        """The resolvers its guests are given: its own, or else the console's default ones."""
+        return self.resolvers or list(settings.ZOPDAY_DNS_RESOLVERS)
+
+    @property
     def segment(self) -> str:
         """The hypervisor's name for this subnet's L2 segment."""
         return f"sn{self.pk}"

@@ -34,7 +34,9 @@ def demo_image():
 
 @pytest.fixture
 def lan(project):
-    return SubnetFactory(project=project, name="lan", cidr_v4="10.88.0.0/24", gateway="10.88.0.1")
+    return SubnetFactory(
+        project=project, name="lan", cidr_v4="10.88.0.0/24", gateway="10.88.0.1", dns_resolvers=""
+    )
 
 
 @pytest.fixture
@@ -93,6 +95,8 @@ def test_start_applies_the_seed_and_acpi_shutdown_powers_the_guest_off(
     wait_for_prompt(backend, vm)
     assert run_in(backend, vm, "hostname") == "seeded-vm"
     assert "10.88.0.10/24" in run_in(backend, vm, "ip -4 addr show eth0")
+    resolv = run_in(backend, vm, "cat /etc/resolv.conf")  # lan names none: the default ones
+    assert "nameserver 1.1.1.1" in resolv and "nameserver 9.9.9.9" in resolv
     facts = agent_facts(backend, vm.machine_id)
     assert any("10.88.0.10/24" in iface.addresses for iface in facts.interfaces)
     assert vm.nics.get().carrier == CarrierState.UP

@@ -47,3 +47,11 @@ def test_sqlite_runs_in_wal_mode_by_default(tmp_path):
     )
     result = run_manage("shell", "--no-imports", "-c", code, ZOPDAY_RUN_DIR=str(tmp_path))
     assert result.stdout.strip() == "wal", result.stderr
+
+
+def test_default_dns_resolvers_that_are_not_addresses_are_refused_at_start(tmp_path):
+    result = run_manage(
+        "check", ZOPDAY_RUN_DIR=str(tmp_path), ZOPDAY_DNS_RESOLVERS="1.1.1.1,dns.example"
+    )
+    assert result.returncode != 0
+    assert "ZOPDAY_DNS_RESOLVERS: 'dns.example' is not an IP address" in result.stderr
