@@ -17,7 +17,7 @@ from instances.choices import (
     RunStrategy,
     UserDataMode,
 )
-from instances.models import Image, Project, SSHKey, Subnet
+from instances.models import Image, Instance, Project, SSHKey, Subnet
 from instances.services import ipam
 from instances.validators import validate_mac
 
@@ -122,6 +122,32 @@ class NicRowForm(forms.Form):
                     except ValidationError as error:
                         self.add_error(None, error)
         return data
+
+
+class DiskAddForm(DiskRowForm):
+    """The Storage tab's "New disk": a disk created in the instance's zone and attached to it."""
+
+    name = forms.CharField(max_length=63)
+    role = forms.ChoiceField(
+        label="Kind",
+        choices=[(DiskRole.SECONDARY, "Secondary disk"), (DiskRole.CDROM, "CD-ROM drive")],
+        initial=DiskRole.SECONDARY,
+    )
+    field_order = ["name", "size_gb", "bus", "role"]
+
+
+class NicAddForm(NicRowForm):
+    """The Networking tab's "Attach to a subnet": one more interface, on a subnet of the
+    instance's zone."""
+
+    def __init__(self, *args: object, instance: Instance, **kwargs: object) -> None:
+        super().__init__(*args, project=instance.project, **kwargs)
+        subnet = self.fields["subnet"]
+        subnet.queryset = instance.project.subnets.filter(zone=instance.zone)  # type: ignore[attr-defined]
+        subnet.error_messages["invalid_choice"] = f"Choose a subnet in {instance.zone}."
+        subnet.error_messages["required"] = (
+            f"Choose a subnet in {instance.zone} (create one first, on the Subnets page)."
+        )
 
 
 DiskFormSet = forms.formset_factory(DiskRowForm, extra=0, max_num=16)

@@ -1,13 +1,16 @@
 """Actions of the details page's Storage and Networking tabs. Each posts, calls one service,
-and sends the user back to the tab with a message saying what happened or what to fix."""
+and sends the user back to the tab with a message saying what happened or what to fix; the
+tabs' own forms (a new disk, a new interface) come back with each mistake at its field."""
 
 from collections.abc import Callable
 
+from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpResponse
+from django.shortcuts import render
 from django.views.decorators.http import require_POST
 
 from instances.access import instance_for_user
@@ -15,12 +18,14 @@ from instances.actions import RULES
 from instances.choices import Role
 from instances.confirm import question_page
 from instances.errors import ActionRefused
-from instances.forms import images_for
+from instances.forms import DiskAddForm, NicAddForm, apply_errors, images_for
 from instances.http import AuthedRequest
 from instances.models import Disk, DiskSnapshot, ElasticIP, Instance, NetworkInterface
 from instances.selectors import M, chosen
 from instances.services import network, snapshots, storage
-from instances.views.instances import back_to_detail, detail_url
+from instances.views.instances import back_to_detail, detail_context, detail_url
+
+TAB_FORMS = {"storage": "disk_form", "networking": "nic_form"}  # detail_context's names
 
 
 def _run(
@@ -35,6 +40,32 @@ def _run(
     else:
         messages.success(request, done)
     return back_to_detail(request, instance, tab)
+
+
+def _form_run(
+    request: AuthedRequest,
+    instance: Instance,
+    role: Role,
+    tab: str,
+    done: str,
+    form: forms.Form,
+    call: Callable[[dict], object],
+) -> HttpResponse:
+    """A tab's own form (a new disk, a new interface): done, back to the tab with a message; a
+    mistake, the tab again with each message at its field and what was typed kept."""
+    if form.is_valid():
+        try:
+            call(form.cleaned_data)
+        except ValidationError as error:
+            apply_errors(error, form, {})
+        except ActionRefused as refused:
+            form.add_error(None, refused.message)
+        else:
+            messages.success(request, done)
+            return back_to_detail(request, instance, tab)
+    context = detail_context(instance, role, tab)
+    context[TAB_FORMS[tab]] = form
+    return render(request, "instances/instance_detail.html", context)
 
 
 def _asked(
@@ -89,13 +120,6 @@ def disk_action(request: AuthedRequest, project_slug: str, pk: int, action: str)
     def disk() -> Disk:
         return _chosen(disks.all(), request, "disk", "a disk")
 
-    def create_and_attach() -> None:
-        storage.disk_add(
-            instance=instance, actor=user, name=request.POST.get("name", "").strip(),
-            size_gb=_int(request, "size_gb"), bus=request.POST.get("bus", "auto"),
-            role=request.POST.get("role", "secondary"),
-        )  # fmt: skip
-
     def insert() -> None:
         iso = _chosen(images_for(instance.project, "iso"), request, "image", "an ISO image")
         storage.cdrom_insert(disk=disk(), actor=user, image=iso)
@@ -129,7 +153,6 @@ def disk_action(request: AuthedRequest, project_slug: str, pk: int, action: str)
         storage.cdrom_eject(disk=disk(), actor=user)
 
     handlers: dict[str, tuple[str, Callable[[], object]]] = {
-        "create": ("Disk created and attached.", create_and_attach),
         "attach": ("Disk attached.", attach),
         "detach": ("Disk detached.", detach),
         "resize": ("Disk resized.", resize),
@@ -139,6 +162,12 @@ def disk_action(request: AuthedRequest, project_slug: str, pk: int, action: str)
         "insert": ("Media inserted.", insert),
         "eject": ("Media ejected.", eject),
     }
+    if action == "create":
+        return _form_run(
+            request, instance, role, "storage", "Disk created and attached.",
+            DiskAddForm(request.POST, auto_id="new-disk-%s"),
+            lambda data: storage.disk_add(instance=instance, actor=user, **data),
+        )  # fmt: skip
     if action not in handlers:
         return HttpResponse(status=404)
     asks = {
@@ -165,13 +194,6 @@ def nic_action(request: AuthedRequest, project_slug: str, pk: int, action: str) 
     def eip() -> ElasticIP:
         return _chosen(instance.project.elastic_ips.all(), request, "eip", "an Elastic IP")
 
-    def add() -> None:
-        subnet = _chosen(instance.project.subnets.all(), request, "subnet", "a subnet")
-        options = {
-            k: request.POST[k] for k in ("ipv4", "ipv6", "mac", "model") if request.POST.get(k)
-        }
-        network.nic_add(instance=instance, actor=user, subnet=subnet, **options)
-
     def link() -> None:
         network.nic_set_link(
             nic=nic(), actor=user, up=request.POST.get("up") == "1",
@@ -185,12 +207,20 @@ def nic_action(request: AuthedRequest, project_slug: str, pk: int, action: str) 
             network.eip_allocate_and_associate(nic=nic(), actor=user)
 
     handlers: dict[str, tuple[str, Callable[[], object]]] = {
-        "add": ("Interface added; it appears in the guest at the next start.", add),
         "remove": ("Interface removed.", lambda: network.nic_remove(nic=nic(), actor=user)),
         "link": ("Link state changed.", link),
         "associate-eip": ("Elastic IP associated.", associate),
         "release-eip": ("Elastic IP released.", lambda: network.eip_release(eip=eip(), actor=user)),
     }
+    if action == "add":
+        return _form_run(
+            request, instance, role, "networking",
+            "Interface added; it appears in the guest at the next start.",
+            NicAddForm(request.POST, instance=instance, auto_id="nic-%s"),
+            lambda data: network.nic_add(
+                instance=instance, actor=user, **{k: v for k, v in data.items() if v}
+            ),
+        )  # fmt: skip
     if action not in handlers:
         return HttpResponse(status=404)
     if action == "link" and request.POST.get("up") != "1":

@@ -29,7 +29,15 @@ from instances.choices import (
 from instances.cloudinit import user_data
 from instances.confirm import asked_first, question
 from instances.errors import ActionRefused
-from instances.forms import DiskFormSet, InstanceForm, NicFormSet, apply_errors, images_for
+from instances.forms import (
+    DiskAddForm,
+    DiskFormSet,
+    InstanceForm,
+    NicAddForm,
+    NicFormSet,
+    apply_errors,
+    images_for,
+)
 from instances.http import AuthedRequest
 from instances.models import GuestReport, Instance
 from instances.redaction import user_data_redacted
@@ -292,10 +300,11 @@ def detail_context(instance: Instance, role: Role, tab: str) -> dict[str, object
             disk.pk for disk in disks if any(s.in_progress for s in disk.snapshots.all())
         }
         context["free_disks"] = instance.project.disks.filter(instance=None, zone=instance.zone)
+        context["disk_form"] = DiskAddForm(auto_id="new-disk-%s")
         context["isos"] = images_for(instance.project, ImageKind.ISO)
     elif tab == "networking":
         context["nics"] = instance.nics.select_related("subnet", "elastic_ip")
-        context["subnets"] = instance.project.subnets.filter(zone=instance.zone)
+        context["nic_form"] = NicAddForm(instance=instance, auto_id="nic-%s")
         context["free_eips"] = instance.project.elastic_ips.filter(nic=None)
         context["network_mode"] = _network_mode(instance)
     elif tab == "user-data":

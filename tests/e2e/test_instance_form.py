@@ -169,3 +169,29 @@ def test_the_list_filters_as_the_search_box_changes_pasted_text_too(
     page.fill("input[name=q]", "db")  # one input event, no key pressed: as a paste
     expect(rows).to_have_count(1)
     expect(rows.first).to_contain_text("db-1")
+
+
+def test_attaching_to_a_subnet_shows_a_mistake_at_its_field_and_then_attaches(
+    page, login, project, operator, subnet
+):
+    instance = instance_create(project=project, actor=operator, request=instance_request(subnet))
+    login("operator")
+    page.goto(f"/projects/{project.slug}/instances/{instance.pk}/?tab=networking")
+    form = page.locator("#nic-add")
+    form.get_by_label("Static IPv4").fill("10.99.0.5")
+    form.get_by_label("Static MAC").fill("52:54:00:00:00:42")
+    form.get_by_role("button", name="Add interface").click()
+    expect(page.locator("#nic-add #ipv4-error")).to_have_text(
+        "10.99.0.5 is outside subnet backend (10.20.0.0/24)."
+    )
+    expect(page.locator("#nic-add").get_by_label("Static MAC")).to_have_value("52:54:00:00:00:42")
+    assert instance.nics.count() == 1
+
+    page.locator("#nic-add").get_by_label("Static IPv4").fill("10.20.0.42")
+    page.locator("#nic-add").get_by_role("button", name="Add interface").click()
+    expect(
+        page.get_by_text("Interface added; it appears in the guest at the next start.")
+    ).to_be_visible()
+    expect(page.locator("tr[data-nic=eth1]")).to_contain_text("10.20.0.42")
+    page.get_by_role("navigation", name="Instance").get_by_role("link", name="Overview").click()
+    expect(page.locator("section.tab[data-tab=overview]")).to_contain_text("eth1")

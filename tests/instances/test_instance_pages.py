@@ -291,7 +291,8 @@ def test_the_storage_tab_shows_each_snapshots_state_and_retries_a_failed_one(
     url = reverse("instance-detail", args=[project.slug, instance.pk]) + "?tab=storage"
     html = " ".join(client_for("operator").get(url).text.split())
     assert 'nightly <small class="muted">(taking…)</small>' in html
-    assert f'<td id="snapshots-{disk.pk}" hx-get="?tab=storage"' in html  # polls till taken
+    polls = f'hx-get="/projects/alpha/instances/{instance.pk}/?tab=storage"'
+    assert f'<td id="snapshots-{disk.pk}" {polls}' in html  # polls till taken
     assert "(failed: No space left.)" in html and 'again">Retry</button>' in html
     assert ">Retry</button>" not in client_for("viewer").get(url).text
 
@@ -433,12 +434,72 @@ def test_the_networking_tab_states_how_subnets_are_wired(client_for, instance, p
 
 
 def test_a_new_disk_that_cannot_be_attached_is_not_kept(client_for, instance, project):
+    Instance.objects.filter(pk=instance.pk).update(power_state=PowerState.RUNNING)
     url = reverse("instance-disk-action", args=[project.slug, instance.pk, "create"])
-    form = {"name": "second-root", "size_gb": "5", "role": "root"}
-    response = client_for("operator").post(url, form, follow=True)
+    form = {"name": "late-cd", "size_gb": "1", "bus": "auto", "role": "cdrom"}
+    response = client_for("operator").post(url, form)
 
-    assert "already has a root disk" in response.text
-    assert not project.disks.filter(name="second-root").exists()
+    assert response.status_code == 200
+    assert "Only virtio disks are plugged into a running instance" in response.text
+    assert not project.disks.filter(name="late-cd").exists()
+
+
+def test_the_new_disk_form_shows_each_mistake_at_its_field_and_keeps_what_was_typed(
+    client_for, instance, project
+):
+    url = reverse("instance-disk-action", args=[project.slug, instance.pk, "create"])
+    form = {"name": "", "size_gb": "0", "bus": "sata", "role": "root"}
+    html = client_for("operator").post(url, form).text
+
+    assert 'id="name-error">This field is required.' in html
+    assert 'id="size_gb-error">Ensure this value is greater than or equal to 1.' in html
+    assert 'id="role-error">Select a valid choice. root is not one of the available' in html
+    assert '<option value="sata" selected>' in html and 'value="0"' in html
+    assert instance.disks.count() == 1
+    # the page is at the form's address now: its tabs still lead to the details page
+    assert f'href="/projects/alpha/instances/{instance.pk}/?tab=overview"' in html
+
+
+def test_the_new_disk_form_shows_the_services_mistakes_at_their_fields(
+    client_for, instance, project
+):
+    url = reverse("instance-disk-action", args=[project.slug, instance.pk, "create"])
+    form = {"name": "data", "size_gb": "99999", "bus": "auto", "role": "secondary"}
+    html = client_for("operator").post(url, form).text
+
+    assert 'id="size_gb-error">Disk size must be between 1 and 16384 GB.' in html
+    assert 'value="data"' in html and 'value="99999"' in html
+    assert instance.disks.count() == 1
+
+
+def test_the_attach_to_a_subnet_form_shows_each_mistake_at_its_field(
+    client_for, instance, project, subnet
+):
+    url = reverse("instance-nic-action", args=[project.slug, instance.pk, "add"])
+    form = {"subnet": subnet.pk, "ipv4": "10.99.0.5", "ipv6": "fd00::5",
+            "mac": "52-54-00-12-34-56", "model": "virtio"}  # fmt: skip
+    html = client_for("operator").post(url, form).text
+
+    assert 'id="ipv4-error">10.99.0.5 is outside subnet backend (10.20.0.0/24).' in html
+    assert 'id="ipv6-error">' in html
+    assert (
+        'id="mac-error">Use colon notation for MAC addresses: 52:54:00:12:34:56, not '
+        "52-54-00-12-34-56." in html
+    )
+    assert 'value="10.99.0.5"' in html and 'value="52-54-00-12-34-56"' in html
+    assert instance.nics.count() == 1
+
+
+def test_the_attach_to_a_subnet_form_takes_a_static_ipv6(client_for, instance, project):
+    dual = SubnetFactory(
+        project=project, name="dual", cidr_v4="10.61.0.0/24", cidr_v6="fd00:61::/64"
+    )
+    url = reverse("instance-nic-action", args=[project.slug, instance.pk, "add"])
+    form = {"subnet": dual.pk, "ipv6": "fd00:61::50", "model": "virtio"}
+    response = client_for("operator").post(url, form)
+
+    assert response.status_code == 302
+    assert instance.nics.get(index=1).ipv6 == "fd00:61::50"
 
 
 def test_an_elastic_ip_is_not_allocated_for_an_association_that_fails(
@@ -461,7 +522,7 @@ def test_an_elastic_ip_is_not_allocated_for_an_association_that_fails(
         ("disks/attach", "disk", "Choose a disk."),
         ("disks/insert", "image", "Choose an ISO image."),
         ("nics/remove", "nic", "Choose an interface."),
-        ("nics/add", "subnet", "Choose a subnet."),
+        ("nics/add", "subnet", "Choose a subnet in local-1a."),
         ("nics/release-eip", "eip", "Choose an Elastic IP."),
     ],
 )
