@@ -64,12 +64,23 @@ def detach_lb(job: ProvisioningJob, role: Role | None) -> Allowed:
     return YES
 
 
+def health_check(job: ProvisioningJob, role: Role | None) -> Allowed:
+    if not (allowed := _role_check(role, Role.OPERATOR)):
+        return allowed
+    if not job.config.get("load_balancer"):
+        return Allowed(False, "The job has no load balancer.")
+    if job.status != JobStatus.READY:
+        return Allowed(False, "The health check can be changed on a ready job only.")
+    return YES
+
+
 RULES = {
     "retry": retry,
     "cancel": cancel,
     "delete": delete,
     "attach_lb": attach_lb,
     "detach_lb": detach_lb,
+    "health_check": health_check,
 }
 
 

@@ -1,8 +1,9 @@
 """Provisioning jobs over the JSON API: POST/GET /provisioning-jobs and GET/PATCH/DELETE
 /provisioning-jobs/{id}, with the same auth and error bodies as the instances API.
 
-PATCH takes `{"vmOp": "attach_lb" | "detach_lb"}`; DELETE starts the ordered teardown. Both
-answer 202 with the job: its steps then run on the workers.
+PATCH takes `{"vmOp": "attach_lb" | "detach_lb"}`, or a new load balancer health check
+(`health_check_path`, `health_check_port`); DELETE starts the ordered teardown. Each answers 202
+with the job: its steps then run on the workers.
 """
 
 from datetime import datetime
@@ -56,8 +57,13 @@ class JobIn(Schema):
     exec_mode: Text = "SSM"
 
 
-class VmOpIn(Schema):
-    vmOp: Text  # the product's own field name
+class JobPatchIn(Schema):
+    """One change at a time: a VM op, or the load balancer's health check (what is not given
+    stays as it is)."""
+
+    vmOp: Text | None = None  # the product's own field name
+    health_check_path: Text | None = None
+    health_check_port: Number | None = None
 
 
 class StepOut(Schema):
@@ -172,14 +178,34 @@ def job_get(request: HttpRequest, job_id: Id) -> dict[str, Any]:
 
 
 @router.patch("/provisioning-jobs/{job_id}", response={202: JobOut, 400: ErrorOut, **REFUSALS})
-def job_update(request: HttpRequest, job_id: Id, payload: VmOpIn) -> Status:
+def job_update(request: HttpRequest, job_id: Id, payload: JobPatchIn) -> Status:
     """`{"vmOp": "attach_lb"}` adds the load balancer to a ready job, `{"vmOp": "detach_lb"}`
-    removes it; the VMs are not re-provisioned."""
+    removes it; `{"health_check_path": "/up", "health_check_port": 8080}` makes the load
+    balancer check the VMs there instead. The VMs are not re-provisioned."""
     job = _job(request, job_id, Role.OPERATOR)
-    if payload.vmOp not in VM_OPS:
-        message = f"Unknown vmOp {payload.vmOp!r}: the allowed values are {', '.join(VM_OPS)}."
-        return Status(400, {"detail": message, "errors": {"vmOp": [message]}})
-    jobs.job_vm_op(job=job, actor=request_user(request), op=payload.vmOp)
+    check = {"health_check_path": payload.health_check_path,
+             "health_check_port": payload.health_check_port}  # fmt: skip
+    given = [name for name, value in check.items() if value is not None]
+    if payload.vmOp is not None and given:
+        message = "Give vmOp or a health check, not both: one change at a time."
+        raise ValidationError({name: [message] for name in ["vmOp", *given]})
+    if payload.vmOp is not None:
+        if payload.vmOp not in VM_OPS:
+            message = f"Unknown vmOp {payload.vmOp!r}: the allowed values are {', '.join(VM_OPS)}."
+            return Status(400, {"detail": message, "errors": {"vmOp": [message]}})
+        jobs.job_vm_op(job=job, actor=request_user(request), op=payload.vmOp)
+    elif given:
+        config = InfraConfig.from_json(job.config)
+        jobs.job_health_check_set(
+            job=job, actor=request_user(request),
+            path=config.health_check_path if payload.health_check_path is None
+            else payload.health_check_path,
+            port=config.health_check_port if payload.health_check_port is None
+            else payload.health_check_port,
+        )  # fmt: skip
+    else:
+        message = f"Give vmOp ({', '.join(VM_OPS)}), or health_check_path and/or health_check_port."
+        raise ValidationError({"vmOp": [message]})
     return Status(202, _out(_jobs().get(pk=job.pk), request))
 
 

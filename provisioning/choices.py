@@ -49,6 +49,7 @@ class Phase(models.TextChoices):
     PROVISION = "provision", "Provision"
     ATTACH_LB = "attach_lb", "Attach load balancer"
     DETACH_LB = "detach_lb", "Detach load balancer"
+    HEALTH_CHECK = "health_check", "Change health check"
     TEARDOWN = "teardown", "Teardown"
 
 
@@ -74,6 +75,7 @@ RUNNING_STATUS = {
     Phase.PROVISION: JobStatus.PROVISIONING,
     Phase.ATTACH_LB: JobStatus.UPDATING,
     Phase.DETACH_LB: JobStatus.UPDATING,
+    Phase.HEALTH_CHECK: JobStatus.UPDATING,
     Phase.TEARDOWN: JobStatus.TEARING_DOWN,
 }
 # ... and once they have all succeeded.
@@ -81,6 +83,7 @@ DONE_STATUS = {
     Phase.PROVISION: JobStatus.READY,
     Phase.ATTACH_LB: JobStatus.READY,
     Phase.DETACH_LB: JobStatus.READY,
+    Phase.HEALTH_CHECK: JobStatus.READY,
     Phase.TEARDOWN: JobStatus.DELETED,
 }
 

@@ -9,6 +9,7 @@ from provisioning.choices import BootstrapMode, ExecMode, NetworkMode, PoolMode,
 from provisioning.infra import InfraConfig
 from provisioning.prices import INSTANCE_HOURLY
 from provisioning.validation import (
+    health_check_path_error,
     load_balancer_errors,
     machine_errors,
     name_errors,
@@ -127,6 +128,19 @@ STEPS: dict[str, type[WizardStep]] = {
     "load-balancer": LoadBalancerStep,
 }
 STEP_NAMES = [*STEPS, "review"]
+
+
+class HealthCheckForm(forms.Form):
+    """A landed job's load balancer health check, changed in place (stepUpdateHealthCheck)."""
+
+    health_check_path = forms.CharField(label="Path", max_length=1024)
+    health_check_port = forms.IntegerField(label="Port", min_value=1, max_value=65535)
+
+    def clean_health_check_path(self) -> str:
+        path = self.cleaned_data["health_check_path"]
+        if message := health_check_path_error(path):
+            raise forms.ValidationError(message)
+        return path
 
 
 class CloudAccountForm(forms.Form):

@@ -77,6 +77,8 @@ def steps_for(phase: str, config: InfraConfig) -> list[str]:
         return list(LB_STEPS)
     if phase == Phase.DETACH_LB:
         return ["stepDetachLoadBalancer"]
+    if phase == Phase.HEALTH_CHECK:
+        return ["stepUpdateHealthCheck"]
     return list(TEARDOWN_STEPS)
 
 

@@ -98,16 +98,29 @@ def network_errors(config: InfraConfig) -> dict[str, str]:
     return errors
 
 
+def health_check_path_error(path: str) -> str:
+    if not path.startswith("/") or " " in path or len(path) > 1024:
+        return "The health check path starts with / and has no spaces (e.g. /healthz)."
+    return ""
+
+
+def health_check_errors(path: str, port: int) -> dict[str, str]:
+    """The load balancer's health check, in the wizard and when it is changed later."""
+    errors: dict[str, str] = {}
+    if message := health_check_path_error(path):
+        errors["health_check_path"] = message
+    if not 1 <= port <= 65535:
+        errors["health_check_port"] = "A port is 1 to 65535."
+    return errors
+
+
 def load_balancer_errors(config: InfraConfig) -> dict[str, str]:
     errors: dict[str, str] = {}
     if not config.load_balancer:
         if config.dns_name:
             errors["dns_name"] = "A DNS name needs the load balancer."
         return errors
-    if not config.health_check_path.startswith("/") or " " in config.health_check_path:
-        errors["health_check_path"] = "The health check path starts with / (e.g. /healthz)."
-    if not 1 <= config.health_check_port <= 65535:
-        errors["health_check_port"] = "A port is 1 to 65535."
+    errors.update(health_check_errors(config.health_check_path, config.health_check_port))
     if config.dns_name and not DNS_NAME.match(config.dns_name.lower()):
         errors["dns_name"] = "Give a host name such as app.example.com."
     return errors

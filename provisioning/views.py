@@ -20,7 +20,7 @@ from instances.models import Project
 from instances.views.polling import digest, still_shown
 from provisioning import actions
 from provisioning.choices import JOB_TRANSITIONAL, STATUS_COLOURS, NetworkMode, PoolMode
-from provisioning.forms import STEP_NAMES, STEPS, CloudAccountForm
+from provisioning.forms import STEP_NAMES, STEPS, CloudAccountForm, HealthCheckForm
 from provisioning.infra import InfraConfig
 from provisioning.models import CloudAccount, ProvisioningJob
 from provisioning.pipeline import LB_STEPS, steps_for
@@ -223,14 +223,24 @@ def job_detail(request: AuthedRequest, project_slug: str, pk: int) -> HttpRespon
     return render(request, "provisioning/job_detail.html", _job_context(job, role))
 
 
-def _job_context(job: ProvisioningJob, role: Role) -> dict[str, Any]:
+def _job_context(
+    job: ProvisioningJob, role: Role, health_form: HealthCheckForm | None = None
+) -> dict[str, Any]:
     steps = list(job.steps.all())
     allowed = actions.job_allowed_actions(job, role)
+    config = InfraConfig.from_json(job.config)
+    if health_form is None:
+        health_form = HealthCheckForm(
+            initial={"health_check_path": config.health_check_path,
+                     "health_check_port": config.health_check_port},
+            auto_id="health-%s",
+        )  # fmt: skip
     return {
         "project": job.project,
         "job": job,
         "steps": steps,
-        "config": InfraConfig.from_json(job.config),
+        "config": config,
+        "health_form": health_form,
         "allowed": allowed,
         "transitional": job.status in JOB_TRANSITIONAL,
         "colours": STATUS_COLOURS,
@@ -267,6 +277,8 @@ def job_action(request: AuthedRequest, project_slug: str, pk: int, action: str) 
             # it run unasked
             return _refused(request, allowed.reason, url)
         return question_page(request, "teardown", job, back=url)
+    if action == "health_check":
+        return _health_check(request, job, role, url)
     services = {
         "retry": lambda: jobs.job_retry(job=job, actor=request.user),
         "cancel": lambda: jobs.job_cancel(job=job, actor=request.user),
@@ -281,6 +293,28 @@ def job_action(request: AuthedRequest, project_slug: str, pk: int, action: str) 
     except ActionRefused as error:
         return _refused(request, error.message, url)
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+
+
+def _health_check(
+    request: AuthedRequest, job: ProvisioningJob, role: Role, url: str
+) -> HttpResponse:
+    """The load balancer's new health check; a mistake comes back at its field."""
+    form = HealthCheckForm(request.POST, auto_id="health-%s")
+    if form.is_valid():
+        try:
+            jobs.job_health_check_set(
+                job=job, actor=request.user, path=form.cleaned_data["health_check_path"],
+                port=form.cleaned_data["health_check_port"],
+            )  # fmt: skip
+        except ActionRefused as error:
+            return _refused(request, error.message, url)
+        except ValidationError as error:
+            for field, problems in error.message_dict.items():
+                for problem in problems:
+                    form.add_error(field if field in form.fields else None, problem)
+        else:
+            return redirect(url)
+    return render(request, "provisioning/job_detail.html", _job_context(job, role, form))
 
 
 def _refused(request: AuthedRequest, reason: str, url: str) -> HttpResponse:

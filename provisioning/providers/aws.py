@@ -809,15 +809,7 @@ class AwsProvider:
                 "IpRanges": [{"CidrIp": "0.0.0.0/0", "Description": "HTTP to the listener"}],
             },
         )
-        self._authorize(
-            config.resources["security_group"],
-            {
-                "IpProtocol": "tcp",
-                "FromPort": config.health_check_port,
-                "ToPort": config.health_check_port,
-                "UserIdGroupPairs": [{"GroupId": lb_group_id, "Description": "from the ALB"}],
-            },
-        )
+        self._allow_from_lb(config, lb_group_id)
         lb = self._existing(ctx, lambda: self._load_balancer(ctx))
         if lb is None:
             lb = self.client("elbv2").create_load_balancer(
@@ -834,6 +826,18 @@ class AwsProvider:
         config.resources["load_balancer_zone"] = lb.get("CanonicalHostedZoneId", "")
         ctx.save()
         return f"Load balancer {lb['DNSName']}."
+
+    def _allow_from_lb(self, config: InfraConfig, lb_group_id: str) -> None:
+        """The VMs' one inbound rule: the service (and health check) port, from the ALB."""
+        self._authorize(
+            config.resources["security_group"],
+            {
+                "IpProtocol": "tcp",
+                "FromPort": config.health_check_port,
+                "ToPort": config.health_check_port,
+                "UserIdGroupPairs": [{"GroupId": lb_group_id, "Description": "from the ALB"}],
+            },
+        )
 
     def _authorize(self, group_id: str, permission: dict[str, Any]) -> None:
         try:
@@ -963,6 +967,23 @@ class AwsProvider:
         )
         self._record(config, ctx, "dns_record", config.dns_name)
         return f"{config.dns_name} → {config.resources.get('load_balancer_dns')}."
+
+    @_mapped
+    def update_health_check(self, config: InfraConfig, ctx: StepContext) -> str:
+        """The target group's health check moves to the config's path and port, which the
+        VMs' security group then lets the ALB reach. The traffic port stays the one the target
+        group was made with (AWS fixes it); only the check changes."""
+        group = self._target_group(ctx)
+        if group is None:
+            raise CloudError("The job's target group is gone: detach and attach the load balancer.")
+        self._allow_from_lb(config, config.resources["lb_security_group"])
+        self.client("elbv2").modify_target_group(
+            TargetGroupArn=group["TargetGroupArn"],
+            HealthCheckProtocol="HTTP",
+            HealthCheckPath=config.health_check_path,
+            HealthCheckPort=str(config.health_check_port),
+        )
+        return f"Health check is now GET {config.health_check_path} on {config.health_check_port}."
 
     @_mapped
     def detach_load_balancer(self, config: InfraConfig, ctx: StepContext) -> str:

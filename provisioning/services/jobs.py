@@ -21,7 +21,7 @@ from provisioning.choices import JOB_TRANSITIONAL, RUNNING_STATUS, JobStatus, Ph
 from provisioning.infra import InfraConfig
 from provisioning.models import CloudAccount, ProvisioningJob
 from provisioning.pipeline import append_steps, queue_advance
-from provisioning.validation import validate_request
+from provisioning.validation import health_check_errors, validate_request
 
 
 def job_create(
@@ -138,6 +138,25 @@ def job_teardown(*, job: ProvisioningJob, actor: AbstractBaseUser) -> Provisioni
         job = _claimed(job, actor, actions.delete)
         _start_phase(job, Phase.TEARDOWN, InfraConfig.from_json(job.config))
         audit_record(actor=actor, action="provisioning.delete", project=job.project, target=job)
+    return job
+
+
+def job_health_check_set(
+    *, job: ProvisioningJob, actor: AbstractBaseUser, path: str, port: int
+) -> ProvisioningJob:
+    """PATCH health_check_path / health_check_port: the load balancer checks the VMs at this
+    path and port from now on (stepUpdateHealthCheck); the VMs are not touched."""
+    if errors := health_check_errors(path, port):
+        raise ValidationError(errors)
+    with transaction.atomic():
+        job = _claimed(job, actor, actions.health_check)
+        config = InfraConfig.from_json(job.config)
+        config.health_check_path, config.health_check_port = path, port
+        _start_phase(job, Phase.HEALTH_CHECK, config)
+        audit_record(
+            actor=actor, action="provisioning.health_check", project=job.project, target=job,
+            message=f"GET {path} on {port}",
+        )  # fmt: skip
     return job
 
 

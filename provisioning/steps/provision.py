@@ -56,6 +56,12 @@ def step_create_dns_record(run: Run) -> str:
     return run.provider.create_dns_record(run.config, run.ctx)
 
 
+@step("stepUpdateHealthCheck")
+def step_update_health_check(run: Run) -> str:
+    """After provisioning: the target group checks the path and port the job now names."""
+    return run.provider.update_health_check(run.config, run.ctx)
+
+
 @step("stepRegisterSpace")
 def step_register_space(run: Run) -> str:
     """Record the environment in the console: its VMs become instances of the project."""
