@@ -23,6 +23,9 @@ class VmRecord:
     zone: str = ""
     ready_at: str = ""
     console_instance_id: int | None = None
+    # The load balancer's view of it (healthy, unhealthy, unused, draining...), and why.
+    lb_health: str = ""
+    lb_health_reason: str = ""
 
 
 @dataclass

@@ -99,6 +99,25 @@ def describe_vms(account: CloudAccount, region: str, instance_ids: list[str]) ->
     }
 
 
+def target_health(
+    account: CloudAccount, region: str, target_group_arn: str
+) -> dict[str, tuple[str, str]]:
+    """What the load balancer says of each target: instance id → (state, why)."""
+    try:
+        with mapped_errors():
+            elbv2 = client_for(account, "elbv2", region)
+            found = elbv2.describe_target_health(TargetGroupArn=target_group_arn)
+    except CloudError as error:
+        raise BackendError(error.message, retryable=error.retryable) from error
+    return {
+        item["Target"]["Id"]: (
+            item["TargetHealth"].get("State", ""),
+            item["TargetHealth"].get("Description", ""),
+        )
+        for item in found["TargetHealthDescriptions"]
+    }
+
+
 def gone_message(job: ProvisioningJob, instance_id: str, vm: Ec2Vm | None) -> str:
     """What an instance says when its VM was terminated outside the console."""
     if vm is None:
@@ -347,4 +366,7 @@ class AwsVmBackend:
         ]
         if vm.private_ip:
             facts.append(MachineFact("Private IP", vm.private_ip))
+        if vm.lb_health:
+            health = vm.lb_health + (f" ({vm.lb_health_reason})" if vm.lb_health_reason else "")
+            facts.append(MachineFact("Load balancer target", health))
         return facts

@@ -47,7 +47,11 @@ def lifecycle_for(cloud_state: str | None, current: str) -> str:
 
 
 def job_vm_states_record(
-    *, job_id: int, states: dict[str, str], expected: dict[str, str] | None = None
+    *,
+    job_id: int,
+    states: dict[str, str],
+    expected: dict[str, str] | None = None,
+    health: dict[str, tuple[str, str]] | None = None,
 ) -> list[str]:
     """Write the lifecycle state of some of a job's VMs (cloud instance id → VmState) into its
     InfraConfig; the ids whose state changed.
@@ -58,6 +62,9 @@ def job_vm_states_record(
     a phase runs (attaching a load balancer, say), its steps own the InfraConfig and save their
     copy of it: nothing is recorded then, and the first refresh after the phase lands reads the
     states back.
+
+    With `health` (id → the load balancer's state of the VM and why), every VM's is written:
+    one the load balancer does not name has none (the job has no load balancer, say).
     """
     with transaction.atomic():
         job = ProvisioningJob.objects.select_for_update().filter(pk=job_id).first()
@@ -65,7 +72,12 @@ def job_vm_states_record(
             return []
         config = InfraConfig.from_json(job.config)
         changed = []
+        dirty = False
         for vm in config.vms:
+            if health is not None:
+                lb_health, reason = health.get(vm.instance_id, ("", ""))
+                if (vm.lb_health, vm.lb_health_reason) != (lb_health, reason):
+                    vm.lb_health, vm.lb_health_reason, dirty = lb_health, reason, True
             state = states.get(vm.instance_id)
             if state is None or state == vm.state:
                 continue
@@ -73,7 +85,7 @@ def job_vm_states_record(
                 continue
             vm.state = state
             changed.append(vm.instance_id)
-        if changed:
+        if changed or dirty:
             ProvisioningJob.objects.filter(pk=job_id).update(config=config.to_json())
     return changed
 
@@ -95,13 +107,14 @@ def job_vms_refresh(*, job: ProvisioningJob) -> list[str]:
 
     1. Read the instance rows and the recorded lifecycle states first, then ask the cloud: a
        power operation that settles in between makes the writes below skip that VM.
-    2. Record each VM's lifecycle state in the InfraConfig (lifecycle_for).
+    2. Record each VM's lifecycle state in the InfraConfig (lifecycle_for), and what the load
+       balancer, if the job has one, says of it.
     3. Give each VM's instance the power state the cloud reports (Running, Stopped with how it
        stopped, or Failed with the reason when the VM is gone); a VM between two states, or an
        instance in a power operation, is left alone.
     Returns the cloud ids whose lifecycle state changed.
     """
-    from provisioning.backends.aws import describe_vms, gone_message
+    from provisioning.backends.aws import describe_vms, gone_message, target_health
 
     config = InfraConfig.from_json(job.config)
     vms = [vm for vm in config.vms if vm.console_instance_id]
@@ -114,6 +127,8 @@ def job_vms_refresh(*, job: ProvisioningJob) -> list[str]:
     )
     expected = {vm.instance_id: vm.state for vm in vms}
     described = describe_vms(job.account, job.region, list(expected))
+    group = config.resources.get("target_group") if config.load_balancer else None
+    health = target_health(job.account, job.region, group) if group else {}
     changed = job_vm_states_record(
         job_id=job.pk,
         states={
@@ -124,6 +139,7 @@ def job_vms_refresh(*, job: ProvisioningJob) -> list[str]:
             for vm in vms
         },
         expected=expected,
+        health=health,
     )
     for vm in vms:
         instance = instances.get(vm.console_instance_id or 0)

@@ -7,6 +7,8 @@ import pytest
 from instances.models import AuditEvent
 from provisioning.choices import JobStatus
 from provisioning.pipeline import job_run_inline
+from provisioning.services.jobs import job_vm_op
+from provisioning.services.vms import job_vms_refresh
 from tests.provisioning.moto import raw_client
 
 pytestmark = pytest.mark.django_db
@@ -119,3 +121,34 @@ def test_the_job_page_changes_the_health_check_with_mistakes_at_their_fields(
     assert job.status == JobStatus.READY, job.message
     assert target_group(aws)["HealthCheckPath"] == "/ready"
     assert "GET /ready</span>" in client.get(page).text
+
+
+def test_the_refresh_records_what_the_load_balancer_says_of_each_vm(aws, client_for, landed):
+    [vm] = landed.config["vms"]
+    job_vms_refresh(job=landed)
+    landed.refresh_from_db()
+    assert (landed.config["vms"][0]["lb_health"], landed.config["vms"][0]["lb_health_reason"]) == (
+        "healthy",
+        "",
+    )
+    raw_client(aws, "ec2").stop_instances(InstanceIds=[vm["instance_id"]])
+    job_vms_refresh(job=landed)
+    landed.refresh_from_db()
+    recorded = landed.config["vms"][0]
+    assert (recorded["lb_health"], recorded["lb_health_reason"]) == (
+        "unused",
+        "Target is in the stopped state",
+    )
+    page = client_for("viewer").get(f"/projects/alpha/provisioning/jobs/{landed.pk}/").text
+    assert '<span class="badge lb-unused">unused</span>' in page
+    assert "Target is in the stopped state" in page
+    instance = f"/projects/alpha/instances/{vm['console_instance_id']}/"
+    assert 'Load balancer target: <span class="mono">unused (Target is in the stopped state)' in (
+        client_for("viewer").get(instance).text
+    )
+
+    job = job_run_inline(job_vm_op(job=landed, actor=landed.created_by, op="detach_lb").pk)
+    assert job.status == JobStatus.READY, job.message
+    job_vms_refresh(job=job)
+    job.refresh_from_db()
+    assert job.config["vms"][0]["lb_health"] == ""
