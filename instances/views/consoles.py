@@ -17,6 +17,7 @@ from instances.access import instance_for_user
 from instances.consoles.recording import finish_recording, part_path
 from instances.consoles.registry import CONSOLE_KINDS, ConsoleKind, console_kind
 from instances.consoles.tickets import SUBPROTOCOL_PREFIX, console_ticket_issue
+from instances.consoles.virtual_keys import HELD_KEYS, KEY_COMBOS, SINGLE_KEYS
 from instances.errors import ActionRefused
 from instances.http import AuthedRequest
 from instances.models import ConsoleSession, Instance
@@ -63,6 +64,9 @@ def console_page(request: AuthedRequest, project_slug: str, pk: int, kind: str) 
         "interactive": bool(allowed[console.interactive_rule]),
         "ticket_url": base + "ticket/",
         "consoles": console_links(instance, allowed),
+        "held_keys": HELD_KEYS,
+        "single_keys": SINGLE_KEYS,
+        "key_combos": KEY_COMBOS,
     }
     template = "instances/console.html" if console.is_terminal else "instances/console_vnc.html"
     return render(request, template, context)

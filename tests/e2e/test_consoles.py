@@ -141,6 +141,14 @@ def canvas_colours(page) -> int:
     )
 
 
+def type_on_vnc(page, text: str) -> None:
+    box = page.locator("details.type-text")
+    if box.get_attribute("open") is None:
+        box.locator("summary").click()
+    page.fill("#type-text", text)
+    page.click("#type-text-send")
+
+
 def test_exec_console_and_the_vnc_screen_where_ctrl_alt_del_reboots_the_guest(
     browser, live_server, console_proxy_port, demo_vm, operator
 ):
@@ -171,6 +179,29 @@ def test_exec_console_and_the_vnc_screen_where_ctrl_alt_del_reboots_the_guest(
         assert time.monotonic() < deadline, "the VNC canvas stayed blank"
         time.sleep(0.25)
     page.screenshot(path=str(settings.RUN_DIR / "e2e-vnc-console.png"))
+
+    # the virtual keyboard: keys a browser keeps for itself reach the shell on the guest's screen
+    on_screen = "ls -l /proc/[0-9]*/fd/0 2>/dev/null | grep -c tty1"
+    while backend.guest_exec(demo_vm.machine_id, ["sh", "-c", on_screen])[1].strip() in ("", "0"):
+        assert time.monotonic() < deadline, "no shell on the guest's screen"
+        time.sleep(0.25)
+    type_on_vnc(page, "cat > /tmp/keys\n")
+    keys = page.get_by_test_id("virtual-keys")
+    keys.locator("summary").click()
+    for label in ("Esc", "Tab", "F1"):
+        keys.get_by_role("button", name=label, exact=True).click()
+    type_on_vnc(page, "X!\n")  # typed with Shift
+    ctrl = keys.get_by_role("button", name="Ctrl", exact=True)
+    ctrl.click()
+    expect(ctrl).to_have_attribute("aria-pressed", "true")
+    type_on_vnc(page, "d")  # Ctrl+D: the end of cat's input
+    expect(ctrl).to_have_attribute("aria-pressed", "false")
+    deadline = time.monotonic() + 30
+    while (typed := backend.guest_exec(demo_vm.machine_id, ["cat", "/tmp/keys"])[1]) != (
+        "\x1b\t\x1b[[AX!\n"  # Esc, Tab, F1 as the Linux console sends them, then the text
+    ):
+        assert time.monotonic() < deadline, f"the guest got {typed!r}"
+        time.sleep(0.25)
 
     page.click("[data-testid=ctrl-alt-del]")
     deadline = time.monotonic() + 60
