@@ -87,6 +87,9 @@ def test_the_console_pages_open_for_members(client_for, running_instance, kind):
     assert client in operator_page and client in viewer_page
     if kind == "vnc":  # keys are sent only by those who may type
         assert "ctrl-alt-del" in operator_page and "ctrl-alt-del" not in viewer_page
+        assert 'data-keys="XK_Control_L:ControlLeft XK_Alt_L:AltLeft XK_F2:F2"' in operator_page
+        assert 'data-hold="XK_Control_L:ControlLeft"' in operator_page
+        assert "virtual-keys" not in viewer_page
 
 
 def test_the_details_page_offers_the_consoles_in_its_options_menu(client_for, running_instance):
