@@ -51,7 +51,10 @@ class InstanceForm(forms.Form):
     threads = forms.IntegerField(required=False, min_value=1, max_value=32)
     # Storage
     root_image = forms.ModelChoiceField(
-        queryset=Image.objects.none(), label="Root disk image", empty_label=None
+        queryset=Image.objects.none(),
+        label="Root disk image",
+        required=False,
+        empty_label="None: a blank disk, installed from the CD-ROM",
     )
     root_size_gb = forms.IntegerField(label="Root disk size (GB)", min_value=1, initial=1)
     root_bus = forms.ChoiceField(
@@ -81,7 +84,9 @@ class InstanceForm(forms.Form):
 
     def __init__(self, *args: object, project: Project, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.fields["root_image"].queryset = images_for(project, ImageKind.KERNEL, ImageKind.QCOW2)  # type: ignore[attr-defined]
+        images = images_for(project, ImageKind.KERNEL, ImageKind.QCOW2)
+        self.fields["root_image"].queryset = images  # type: ignore[attr-defined]
+        self.fields["root_image"].initial = images.first()  # blank only when chosen
         self.fields["cdrom_image"].queryset = images_for(project, ImageKind.ISO)  # type: ignore[attr-defined]
         self.fields["ssh_keys"].queryset = project.ssh_keys.all()  # type: ignore[attr-defined]
         self.run_strategy_help = RUN_STRATEGY_HELP

@@ -33,7 +33,11 @@ def instance_request(project: Project, payload: InstanceIn) -> InstanceRequest:
             errors.update({key: messages[0] for key, messages in error.message_dict.items()})
             return None
 
-    root_image = pick(images, payload.root_image, "root_image", CHOOSE_IMAGE)
+    root_image = (
+        pick(images, payload.root_image, "root_image", CHOOSE_IMAGE)
+        if payload.root_image is not None
+        else None
+    )
     keys = list(project.ssh_keys.filter(pk__in=payload.ssh_keys))
     if len(keys) != len(set(payload.ssh_keys)):
         errors["ssh_keys"] = CHOOSE_KEYS

@@ -267,7 +267,9 @@ class InstanceIn(Schema):
 
     name: Text
     zone: Text
-    root_image: Id
+    root_image: Id | None = Field(
+        None, description="None: a blank root disk, to install from a CD-ROM among the disks."
+    )
     root_size_gb: Number
     root_bus: DiskBus = DiskBus.AUTO
     run_strategy: RunStrategy = RunStrategy.MANUAL

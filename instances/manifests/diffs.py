@@ -139,7 +139,7 @@ class _Diff:
             self.created_with("ssh_keys", ", ".join(current_keys), ", ".join(wanted_keys))
         root = instance.disks.filter(role=DiskRole.ROOT).select_related("image").first()
         if root is not None:
-            if root.image_id != request.root_image.pk:
+            if root.image_id != (request.root_image.pk if request.root_image else None):
                 self.created_with("root_image", root.image, request.root_image)
             if root.bus != request.root_bus:
                 self.created_with("root_bus", root.bus, request.root_bus)

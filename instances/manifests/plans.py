@@ -95,8 +95,8 @@ def _plan_create(
     """One instance_create call with everything; interfaces declared down follow, which needs
     the new instance to stay stopped (a transitional instance refuses link changes)."""
     plan = Plan(document, label, "create")
-    root_image = request.root_image.name
-    plan.lines.append(f"+ disk {spec.name}-root {spec.root_size_gb} GB (root, image {root_image})")
+    source = f"image {request.root_image.name}" if request.root_image else "blank"
+    plan.lines.append(f"+ disk {spec.name}-root {spec.root_size_gb} GB (root, {source})")
     for number, disk in enumerate(request.disks, start=1):
         image = f", image {disk.image.name}" if disk.image else ""
         name = disk.name or f"{spec.name}-disk{number}"

@@ -23,6 +23,10 @@ from instances.services.storage import check_room
 
 STARTS_ON_CREATE = {RunStrategy.ALWAYS, RunStrategy.RERUN_ON_FAILURE, RunStrategy.ONCE}
 AT_LEAST_ONE_NIC = "Attach the instance to at least one subnet."
+ROOT_NEEDS_A_SOURCE = (
+    "Choose an image for the root disk, or leave it blank and add a CD-ROM with an ISO to "
+    "install from."
+)
 
 
 @dataclass
@@ -50,7 +54,7 @@ class InstanceRequest:
 
     name: str
     zone: str
-    root_image: Image
+    root_image: Image | None  # None: a blank root disk, installed from the CD-ROM
     root_size_gb: int
     root_bus: str = DiskBus.AUTO
     run_strategy: str = RunStrategy.MANUAL
@@ -117,8 +121,7 @@ def instance_create(
         for prefix, disk in _disk_requests(request):
             with _collected(errors, prefix):
                 _create_disk(instance, disk)
-        if not request.nics:
-            errors["nics"] = [AT_LEAST_ONE_NIC]
+        errors.update(_whole_request_errors(request))
         for index, nic in enumerate(request.nics):
             with _collected(errors, f"nics-{index}"):
                 build_nic(
@@ -139,9 +142,26 @@ def instance_create(
     return instance
 
 
+def _installs_from_cdrom(request: InstanceRequest) -> bool:
+    return any(disk.role == DiskRole.CDROM and disk.image for disk in request.disks)
+
+
+def _whole_request_errors(request: InstanceRequest) -> dict[str, list[str]]:
+    """Rules on the request as a whole: a root disk has a source, and there is a NIC."""
+    errors: dict[str, list[str]] = {}
+    if request.root_image is None and not _installs_from_cdrom(request):
+        errors["root_image"] = [ROOT_NEEDS_A_SOURCE]
+    if not request.nics:
+        errors["nics"] = [AT_LEAST_ONE_NIC]
+    return errors
+
+
 def _disk_requests(request: InstanceRequest) -> list[tuple[str, DiskRequest]]:
     """The root disk (its errors keyed root_size_gb, root_image...) and the others (keyed
-    disks-0-size_gb...), each with the prefix of its errors."""
+    disks-0-size_gb...), each with the prefix of its errors. Over a blank root disk, the first
+    CD-ROM with an ISO boots next (the firmware passes over a disk with nothing to boot), so
+    the installer starts, and the installed system once it is done."""
+    blank = request.root_image is None
     root = DiskRequest(
         size_gb=request.root_size_gb,
         role=DiskRole.ROOT,
@@ -154,6 +174,9 @@ def _disk_requests(request: InstanceRequest) -> list[tuple[str, DiskRequest]]:
         replace(disk, name=disk.name or f"{request.name}-disk{number}")
         for number, disk in enumerate(request.disks, start=1)
     ]
+    installer = next((d for d in named if d.role == DiskRole.CDROM and d.image), None)
+    if blank and installer is not None and installer.boot_order is None:
+        named = [replace(d, boot_order=2) if d is installer else d for d in named]
     return [("root", root), *((f"disks-{n}", disk) for n, disk in enumerate(named))]
 
 
@@ -187,14 +210,11 @@ def _parts_errors(instance: Instance, request: InstanceRequest) -> dict[str, lis
                 instance=instance, subnet=nic.subnet, ipv4=nic.ipv4, ipv6=nic.ipv6,
                 mac=nic.mac, model=nic.model,
             )  # fmt: skip
-    if not request.nics:
-        errors["nics"] = [AT_LEAST_ONE_NIC]
+    errors.update(_whole_request_errors(request))
     return {key: messages for key, messages in errors.items() if not key.endswith("zone")}
 
 
 def _disk(instance: Instance, request: DiskRequest) -> Disk:
-    if request.role == DiskRole.ROOT and request.image is None:
-        raise ValidationError({"image": "Choose an image for the root disk."})
     if request.image and request.image.project_id not in (None, instance.project_id):
         raise ValidationError({"image": "Choose an image of this project or a shared one."})
     return Disk(

@@ -1,12 +1,17 @@
 """Creating an instance: every rule has a message at its field, and nothing is half-created."""
 
+from pathlib import Path
+
 import pytest
 from django.core.exceptions import ValidationError
 
+from instances.backends.qemu.cmdline import LaunchOptions, build_argv
+from instances.backends.qemu.run_folder import RunFolder
 from instances.choices import DiskRole, ImageKind, IpMode, PowerState, RunStrategy
 from instances.errors import ActionRefused
 from instances.models import Disk, Instance, IPLease, NetworkInterface
 from instances.services.instances import DiskRequest, NicRequest, instance_create
+from instances.specs import machine_spec
 from tests.broker import BrokerQueue
 from tests.factories import ImageFactory, SubnetFactory, instance_request
 
@@ -246,9 +251,43 @@ def test_a_root_disk_smaller_than_its_image_is_refused(project, operator, subnet
     assert errors["root_size_gb"] == ["debian-12 needs a disk of at least 10 GB."]
 
 
-def test_the_root_disk_needs_an_image(project, operator, subnet):
+def test_the_root_disk_needs_an_image_or_a_cdrom_to_install_from(project, operator, subnet):
     errors = errors_of(project, operator, instance_request(subnet, root_image=None))
-    assert errors == {"root_image": ["Choose an image for the root disk."]}
+    assert errors == {
+        "root_image": [
+            "Choose an image for the root disk, or leave it blank and add a CD-ROM with an ISO "
+            "to install from."
+        ]
+    }
+    # said with the instance's own mistakes too
+    errors = errors_of(project, operator, instance_request(subnet, root_image=None, vcpus=3))
+    assert set(errors) == {"root_image", "vcpus"}
+
+
+def test_a_blank_root_disk_installs_from_the_cdrom_which_boots_after_it(project, operator, subnet):
+    iso = ImageFactory(kind=ImageKind.ISO, name="installer", path="/srv/isos/installer.iso")
+    request = instance_request(
+        subnet, root_image=None, root_size_gb=8,
+        disks=[DiskRequest(size_gb=0, role=DiskRole.CDROM, image=iso)],
+    )  # fmt: skip
+    instance = instance_create(project=project, actor=operator, request=request)
+    root = instance.disks.get(role=DiskRole.ROOT)
+    cdrom = instance.disks.get(role=DiskRole.CDROM)
+    assert (root.image, root.size_gb, root.boot_order) == (None, 8, 1)
+    assert (cdrom.image, cdrom.boot_order) == (iso, 2)
+
+    spec = machine_spec(instance)
+    disks = {disk.role: disk for disk in spec.disks}
+    assert disks["root"].source is None and disks["root"].size_gb == 8  # a new, empty qcow2
+    assert disks["cdrom"].source == Path("/srv/isos/installer.iso") and spec.kernel is None
+    argv = build_argv(spec, RunFolder(Path("/run/zq") / spec.id), LaunchOptions())
+    boot = {d.split("id=")[1].split(",")[0]: d for d in argv if "bootindex=" in d}
+    assert [
+        f"bootindex={n}" in boot[disks[role].name] for role, n in (("root", 1), ("cdrom", 2))
+    ] == [
+        True,
+        True,
+    ]
 
 
 def test_an_iso_cannot_back_the_root_disk(project, operator, subnet):

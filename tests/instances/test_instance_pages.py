@@ -6,7 +6,7 @@ import re
 import pytest
 from django.urls import reverse
 
-from instances.choices import PowerState, SnapshotState
+from instances.choices import ImageKind, PowerState, SnapshotState
 from instances.models import AuditEvent, DiskSnapshot, Instance
 from instances.services import network
 from instances.services.instances import instance_create
@@ -101,6 +101,28 @@ def test_the_create_form_makes_an_instance_and_goes_to_its_page(
         ("root", 1, "auto"),
         ("secondary", 3, "sata"),
     ]
+
+
+def test_the_create_form_installs_from_a_cdrom_onto_a_blank_root_disk(
+    client_for, operator, project, subnet
+):
+    image = ImageFactory()
+    iso = ImageFactory(kind=ImageKind.ISO, name="installer", path="/srv/isos/installer.iso")
+    url = reverse("instance-new", args=[project.slug])
+    form = client_for("operator").get(url).text
+    assert f'<option value="{image.pk}" selected>' in form  # an image, unless blank is chosen
+    assert "None: a blank disk, installed from the CD-ROM" in form
+
+    no_cdrom = client_for("operator").post(url, form_data(subnet, image, root_image="")).text
+    assert 'id="root_image-error">Choose an image for the root disk, or leave it blank' in no_cdrom
+    assert not Instance.objects.exists()
+
+    data = form_data(subnet, image, root_image="", cdrom_image=str(iso.pk), root_size_gb="8")
+    assert client_for("operator").post(url, data).status_code == 302
+    instance = Instance.objects.get(name="app-1")
+    assert sorted(instance.disks.values_list("role", "image__name", "boot_order")) == [
+        ("cdrom", "installer", 2), ("root", None, 1), ("secondary", None, None),
+    ]  # fmt: skip
 
 
 def test_a_service_error_is_shown_at_its_field_and_the_input_is_kept(

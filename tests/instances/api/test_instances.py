@@ -2,7 +2,7 @@
 
 import pytest
 
-from instances.choices import PowerState
+from instances.choices import ImageKind, PowerState
 from instances.models import Disk, Instance
 from tests.factories import ImageFactory, SubnetFactory
 from tests.instances.api.helpers import errors_of
@@ -104,6 +104,24 @@ def test_with_valid_instance_fields_every_disk_and_nic_mistake_is_reported(
         "nics-1-ipv4": ["10.20.0.1 is the network, broadcast or gateway address of backend."],
     }
     assert not Instance.objects.exists() and not Disk.objects.exists()
+
+
+def test_without_a_root_image_the_instance_installs_from_its_cdrom(api_for, operator, body):
+    iso = ImageFactory(kind=ImageKind.ISO, name="installer")
+    del body["root_image"]
+    refused = api_for("operator").post("/projects/alpha/instances", body)
+    assert errors_of(refused) == {
+        "root_image": [
+            "Choose an image for the root disk, or leave it blank and add a CD-ROM with an ISO "
+            "to install from."
+        ]
+    }
+    body["disks"].append({"size_gb": 0, "role": "cdrom", "image": iso.pk})
+    created = api_for("operator").post("/projects/alpha/instances", body)
+    assert created.status_code == 201, created.content
+    disks = {d["role"]: d for d in created.json()["disks"]}
+    assert (disks["root"]["image"], disks["root"]["boot_order"]) == (None, 1)
+    assert (disks["cdrom"]["image"], disks["cdrom"]["boot_order"]) == (iso.pk, 2)
 
 
 def test_an_instance_without_nics_is_refused(api_for, operator, body):
