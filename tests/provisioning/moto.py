@@ -12,7 +12,7 @@ from pathlib import Path
 import boto3
 from botocore.config import Config
 
-MOTO_SERVER = Path(sys.executable).parent / "moto_server"
+ROOT = Path(__file__).resolve().parents[2]
 REGION = "us-east-1"
 
 
@@ -26,8 +26,8 @@ def start_moto(log_path: Path) -> tuple[subprocess.Popen, str]:
     port = free_port()
     env = {**os.environ, "MOTO_IAM_LOAD_MANAGED_POLICIES": "true"}
     process = subprocess.Popen(
-        [str(MOTO_SERVER), "-H", "127.0.0.1", "-p", str(port)],
-        env=env, stdout=log_path.open("w"), stderr=subprocess.STDOUT,
+        [sys.executable, "-m", "tests.provisioning.moto_server", "-H", "127.0.0.1", "-p", str(port)],
+        cwd=ROOT, env=env, stdout=log_path.open("w"), stderr=subprocess.STDOUT,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30

@@ -1,0 +1,11 @@
+"""The test moto server keeps the managed IAM policies the product attaches."""
+
+from provisioning.providers.aws import SSM_POLICY_ARN
+from tests.provisioning.moto import raw_client
+from tests.provisioning.moto_server import PRODUCT_POLICIES
+
+
+def test_the_managed_policies_the_product_attaches_are_kept(aws):
+    assert SSM_POLICY_ARN.rsplit("/", 1)[1] in PRODUCT_POLICIES
+    policy = raw_client(aws, "iam").get_policy(PolicyArn=SSM_POLICY_ARN)["Policy"]
+    assert policy["PolicyName"] == "AmazonSSMManagedInstanceCore"
