@@ -180,7 +180,8 @@ def _console_backend_check(instance: Instance) -> Allowed:
     return Allowed(
         False,
         f"{instance.backend} instances have no serial, VNC or exec console here: interactive "
-        "access goes only through the cloud's IAM-gated exec channel (SSM).",
+        "access goes only through the cloud's IAM-gated exec channel (SSM), as your own cloud "
+        "identity: the command is on the instance's page.",
     )
 
 

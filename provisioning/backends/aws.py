@@ -32,6 +32,7 @@ from instances.backends.base import (
     Power,
 )
 from provisioning.choices import JobStatus, VmState
+from provisioning.infra import VmRecord
 from provisioning.models import CloudAccount, ProvisioningJob
 from provisioning.providers.aws import client_for, mapped_errors
 from provisioning.providers.base import CloudError
@@ -116,6 +117,12 @@ def target_health(
         )
         for item in found["TargetHealthDescriptions"]
     }
+
+
+def ssm_command(job: ProvisioningJob, vm: VmRecord) -> str:
+    """The exec channel: a session your own AWS identity must be allowed to start (the console
+    does not open it with the account's keys, which would step around that check)."""
+    return f"aws ssm start-session --target {vm.instance_id} --region {job.region}"
 
 
 def gone_message(job: ProvisioningJob, instance_id: str, vm: Ec2Vm | None) -> str:
@@ -369,4 +376,6 @@ class AwsVmBackend:
         if vm.lb_health:
             health = vm.lb_health + (f" ({vm.lb_health_reason})" if vm.lb_health_reason else "")
             facts.append(MachineFact("Load balancer target", health))
+        if vm.state != VmState.TERMINATED:
+            facts.append(MachineFact("Shell (SSM, as your AWS identity)", ssm_command(job, vm)))
         return facts

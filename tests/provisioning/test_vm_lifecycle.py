@@ -53,6 +53,9 @@ def test_registered_vms_know_their_ec2_instance_job_and_lifecycle(landed, client
     assert config.vms[0].instance_id in html
     assert 'Lifecycle state: <span class="mono">Ready</span>' in html
     assert f'href="/projects/alpha/provisioning/jobs/{landed.pk}/"' in html
+    # the way in: a session the user's own AWS identity must be allowed to start
+    ssm = f"aws ssm start-session --target {config.vms[0].instance_id} --region us-east-1"
+    assert f'Shell (SSM, as your AWS identity): <span class="mono">{ssm}</span>' in html
 
 
 def test_the_user_data_tab_of_an_aws_vm_points_at_its_job_and_shows_no_password(landed, client_for):
