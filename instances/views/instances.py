@@ -146,10 +146,19 @@ def instance_row(request: AuthedRequest, project_slug: str, pk: int) -> HttpResp
 @login_required
 def instance_new(request: AuthedRequest, project_slug: str) -> HttpResponse:
     project, role = project_for_user(request.user, project_slug, Role.OPERATOR)
-    data = request.POST if request.method == "POST" else None
+    data = request.POST.copy() if request.method == "POST" else None
+    adding = data.get("add") in ("disks", "nics") if data is not None else False
+    if data is not None and adding:  # Add disk / Add interface without the page's script
+        total = f"{data['add']}-TOTAL_FORMS"
+        count = str(data.get(total, ""))
+        data[total] = str(int(count) + 1 if count.isdecimal() else 1)
     form = InstanceForm(data, project=project)
     disks = DiskFormSet(data, prefix="disks")
     nics = NicFormSet(data, prefix="nics", form_kwargs={"project": project})
+    if adding:
+        _not_checked_yet(form, disks, nics)
+        context = {"project": project, "role": role, "form": form, "disks": disks, "nics": nics}
+        return render(request, "instances/instance_new.html", context)
     # every part checked, so that every mistake shows at once
     valid = all([form.is_valid(), disks.is_valid(), nics.is_valid()])
     if request.method == "POST" and not valid and form.is_valid():
@@ -171,6 +180,16 @@ def instance_new(request: AuthedRequest, project_slug: str) -> HttpResponse:
             return redirect("instance-detail", project_slug=project.slug, pk=instance.pk)
     context = {"project": project, "role": role, "form": form, "disks": disks, "nics": nics}
     return render(request, "instances/instance_new.html", context)
+
+
+def _not_checked_yet(form: forms.Form, *formsets: forms.BaseFormSet) -> None:
+    """Shown as typed, with no mistakes said: the user is still filling the form in (a row
+    left empty is skipped when it is sent, as one added by the page's script)."""
+    form.errors.clear()
+    for formset in formsets:
+        for row in formset.forms:
+            row.errors.clear()
+        formset.non_form_errors().clear()
 
 
 def _instance_request(

@@ -8,7 +8,7 @@ from playwright.sync_api import expect
 from instances.choices import PowerState, SnapshotState
 from instances.models import AuditEvent, DiskSnapshot, Instance
 from instances.services.instances import instance_create
-from tests.factories import ImageFactory, instance_request
+from tests.factories import PASSWORD, ImageFactory, instance_request
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 
@@ -28,7 +28,7 @@ def test_a_validation_error_is_shown_at_its_field_and_input_is_kept(
         "1 socket(s) × 1 core(s) × 1 thread(s) = 1 vCPU (needs 2)"
     )
     page.fill("#id_nics-0-mac", "52-54-00-12-34-56")
-    page.click("button:has-text('Create instance')")
+    page.get_by_role("button", name="Create instance").click()
     expect(page.locator("#sockets-error")).to_have_text(
         "sockets × cores × threads is 1 × 1 × 1 = 1, but the instance has 2 vCPU."
     )
@@ -38,12 +38,12 @@ def test_a_validation_error_is_shown_at_its_field_and_input_is_kept(
     page.fill("#id_sockets", "")
     page.fill("#id_cores", "")
     page.fill("#id_threads", "")
-    page.click("button:has-text('Create instance')")
+    page.get_by_role("button", name="Create instance").click()
     expect(page.locator("#nics-0-mac-error")).to_have_text(
         "Use colon notation for MAC addresses: 52:54:00:12:34:56, not 52-54-00-12-34-56."
     )
     page.fill("#id_nics-0-mac", "52:54:00:12:34:56")
-    page.click("button:has-text('Create instance')")
+    page.get_by_role("button", name="Create instance").click()
     expect(page.locator("h1")).to_contain_text("web-7")
     assert Instance.objects.get(name="web-7").nics.get().mac == "52:54:00:12:34:56"
 
@@ -59,7 +59,7 @@ def test_add_interface_adds_a_named_row_that_submits(page, login, project, opera
     page.click("button:has-text('Add interface')")
     expect(page.locator("#nics-rows .row-title")).to_have_text(["eth0 ★ primary", "eth1"])
     page.select_option("#id_nics-1-subnet", label="storage (10.21.0.0/24)")
-    page.click("button:has-text('Create instance')")
+    page.get_by_role("button", name="Create instance").click()
     expect(page.locator("h1")).to_contain_text("two-nics")
     assert [n.subnet.name for n in Instance.objects.get().nics.order_by("index")] == [
         "backend",
@@ -195,3 +195,42 @@ def test_attaching_to_a_subnet_shows_a_mistake_at_its_field_and_then_attaches(
     expect(page.locator("tr[data-nic=eth1]")).to_contain_text("10.20.0.42")
     page.get_by_role("navigation", name="Instance").get_by_role("link", name="Overview").click()
     expect(page.locator("section.tab[data-tab=overview]")).to_contain_text("eth1")
+
+
+def test_without_javascript_add_disk_and_add_interface_add_rows_and_keep_the_input(
+    browser, live_server, project, operator, subnet
+):
+    ImageFactory(name="Demo guest")
+    context = browser.new_context(base_url=live_server.url, java_script_enabled=False)
+    page = context.new_page()
+    page.goto("/login/")
+    page.fill("#id_username", "operator")
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.goto(f"/projects/{project.slug}/instances/new/")
+    page.fill("#id_name", "no-script")
+    page.get_by_role("button", name="Add disk").click()
+    page.get_by_role("button", name="Add interface").click()
+    expect(page.locator("#disks-rows .form-row")).to_have_count(1)
+    expect(page.locator("#nics-rows .form-row")).to_have_count(2)
+    expect(page.locator("#id_name")).to_have_value("no-script")
+    expect(page.locator("p.error")).to_have_count(0)  # nothing is checked before it is sent
+    page.fill("#id_disks-0-size_gb", "2")
+    page.get_by_role("button", name="Create instance").click()
+    page.wait_for_url(re.compile(r"/instances/\d+/$"))
+    instance = Instance.objects.get(name="no-script")
+    assert sorted(instance.disks.values_list("role", "size_gb")) == [("root", 1), ("secondary", 2)]
+    assert instance.nics.count() == 2
+    context.close()
+
+
+def test_enter_in_a_field_creates_the_instance_rather_than_adding_a_row(
+    page, login, project, operator, subnet
+):
+    ImageFactory(name="Demo guest")
+    login("operator")
+    page.goto(f"/projects/{project.slug}/instances/new/")
+    page.fill("#id_name", "by-enter")
+    page.press("#id_name", "Enter")
+    page.wait_for_url(re.compile(r"/instances/\d+/$"))
+    assert Instance.objects.get(name="by-enter").disks.count() == 1

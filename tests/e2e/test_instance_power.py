@@ -20,7 +20,7 @@ def test_create_start_see_running_shut_down_see_stopped(
     page.goto(f"/projects/{project.slug}/instances/new/")
     page.fill("#id_name", "browser-vm")
     page.fill("#id_nics-0-ipv4", "10.20.0.50")
-    page.click("button:has-text('Create instance')")
+    page.get_by_role("button", name="Create instance").click()
     expect(page.locator("h1")).to_contain_text("browser-vm")
     badge = page.locator("#power-panel .badge.state")
     expect(badge).to_have_text("Stopped")

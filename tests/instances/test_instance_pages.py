@@ -125,6 +125,20 @@ def test_the_create_form_installs_from_a_cdrom_onto_a_blank_root_disk(
     ]  # fmt: skip
 
 
+@pytest.mark.parametrize(("kind", "rows"), [("disks", (2, 1)), ("nics", (1, 2))])
+def test_add_disk_and_add_interface_work_without_javascript(
+    client_for, operator, project, subnet, kind, rows
+):
+    data = form_data(subnet, ImageFactory(), name="Not_Yet_Valid", add=kind)
+    response = client_for("operator").post(reverse("instance-new", args=[project.slug]), data)
+    assert response.status_code == 200
+    html = response.text
+    assert f'name="disks-TOTAL_FORMS" value="{rows[0]}"' in html
+    assert f'name="nics-TOTAL_FORMS" value="{rows[1]}"' in html
+    assert 'value="Not_Yet_Valid"' in html and 'class="error"' not in html
+    assert not Instance.objects.exists()
+
+
 def test_a_service_error_is_shown_at_its_field_and_the_input_is_kept(
     client_for, operator, project, subnet
 ):
