@@ -69,7 +69,8 @@ def health_check(job: ProvisioningJob, role: Role | None) -> Allowed:
         return allowed
     if not job.config.get("load_balancer"):
         return Allowed(False, "The job has no load balancer.")
-    if job.status != JobStatus.READY:
+    failed_change = job.status == JobStatus.FAILED and job.phase == Phase.HEALTH_CHECK
+    if job.status != JobStatus.READY and not failed_change:  # a refused change is corrected
         return Allowed(False, "The health check can be changed on a ready job only.")
     return YES
 

@@ -98,9 +98,15 @@ def network_errors(config: InfraConfig) -> dict[str, str]:
     return errors
 
 
+HEALTH_CHECK_PATH = re.compile(r"^/[\x21-\x7e]{0,1023}$")  # what AWS takes: printable ASCII
+
+
 def health_check_path_error(path: str) -> str:
-    if not path.startswith("/") or " " in path or len(path) > 1024:
-        return "The health check path starts with / and has no spaces (e.g. /healthz)."
+    if not HEALTH_CHECK_PATH.match(path):
+        return (
+            "The health check path starts with / and has no spaces or non-ASCII characters "
+            "(e.g. /healthz)."
+        )
     return ""
 
 

@@ -32,9 +32,11 @@ from instances.errors import ActionRefused
 from instances.forms import (
     DiskAddForm,
     DiskFormSet,
+    DiskRowForm,
     InstanceForm,
     NicAddForm,
     NicFormSet,
+    NicRowForm,
     apply_errors,
     images_for,
 )
@@ -149,9 +151,14 @@ def instance_new(request: AuthedRequest, project_slug: str) -> HttpResponse:
     data = request.POST.copy() if request.method == "POST" else None
     adding = data.get("add") in ("disks", "nics") if data is not None else False
     if data is not None and adding:  # Add disk / Add interface without the page's script
-        total = f"{data['add']}-TOTAL_FORMS"
-        count = str(data.get(total, ""))
-        data[total] = str(int(count) + 1 if count.isdecimal() else 1)
+        kind = str(data["add"])
+        count = str(data.get(f"{kind}-TOTAL_FORMS", ""))
+        row = int(count) if count.isdecimal() else 0
+        data[f"{kind}-TOTAL_FORMS"] = str(row + 1)
+        row_form = DiskRowForm if kind == "disks" else NicRowForm
+        for name, field in row_form.base_fields.items():  # as the script's new row starts
+            if field.initial is not None:
+                data[f"{kind}-{row}-{name}"] = str(field.initial)
     form = InstanceForm(data, project=project)
     disks = DiskFormSet(data, prefix="disks")
     nics = NicFormSet(data, prefix="nics", form_kwargs={"project": project})

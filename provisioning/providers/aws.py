@@ -839,6 +839,21 @@ class AwsProvider:
             },
         )
 
+    def _close_from_lb(self, config: InfraConfig, lb_group_id: str, keep: set[int]) -> None:
+        """Take back the ALB's access to the VMs on ports other than `keep` (an earlier check's)."""
+        ec2, vm_group_id = self.client("ec2"), config.resources["security_group"]
+        [vm_group] = ec2.describe_security_groups(GroupIds=[vm_group_id])["SecurityGroups"]
+        stale = [
+            {"IpProtocol": rule["IpProtocol"], "FromPort": rule["FromPort"],
+             "ToPort": rule["ToPort"], "UserIdGroupPairs": pairs}
+            for rule in vm_group.get("IpPermissions", [])
+            if rule.get("FromPort") not in keep
+            and (pairs := [p for p in rule.get("UserIdGroupPairs", [])
+                           if p.get("GroupId") == lb_group_id])
+        ]  # fmt: skip
+        if stale:
+            ec2.revoke_security_group_ingress(GroupId=vm_group_id, IpPermissions=stale)
+
     def _authorize(self, group_id: str, permission: dict[str, Any]) -> None:
         try:
             self.client("ec2").authorize_security_group_ingress(
@@ -971,12 +986,15 @@ class AwsProvider:
     @_mapped
     def update_health_check(self, config: InfraConfig, ctx: StepContext) -> str:
         """The target group's health check moves to the config's path and port, which the
-        VMs' security group then lets the ALB reach. The traffic port stays the one the target
-        group was made with (AWS fixes it); only the check changes."""
+        VMs' security group then lets the ALB reach (and no other port from it but the traffic
+        port). The traffic port stays the one the target group was made with (AWS fixes it);
+        only the check changes."""
         group = self._target_group(ctx)
         if group is None:
             raise CloudError("The job's target group is gone: detach and attach the load balancer.")
-        self._allow_from_lb(config, config.resources["lb_security_group"])
+        lb_group = config.resources["lb_security_group"]
+        self._allow_from_lb(config, lb_group)
+        self._close_from_lb(config, lb_group, keep={group["Port"], config.health_check_port})
         self.client("elbv2").modify_target_group(
             TargetGroupArn=group["TargetGroupArn"],
             HealthCheckProtocol="HTTP",

@@ -128,7 +128,13 @@ def job_vms_refresh(*, job: ProvisioningJob) -> list[str]:
     expected = {vm.instance_id: vm.state for vm in vms}
     described = describe_vms(job.account, job.region, list(expected))
     group = config.resources.get("target_group") if config.load_balancer else None
-    health = target_health(job.account, job.region, group) if group else {}
+    health: dict[str, tuple[str, str]] | None = {}
+    if group:
+        try:
+            health = target_health(job.account, job.region, group)
+        except BackendError as error:  # the VMs' own states are recorded all the same
+            log.warning("reading the target health of job %s: %s", job.pk, error.message)
+            health = None
     changed = job_vm_states_record(
         job_id=job.pk,
         states={

@@ -6,9 +6,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from instances.backends.base import GuestFacts, GuestInterface
 from instances.choices import PowerState
 from instances.models import GuestReport, Instance
-from instances.services.guest_reports import guest_reports_host
+from instances.services.guest_reports import _kept, guest_reports_host
 
 pytestmark = pytest.mark.django_db
 
@@ -34,8 +35,9 @@ def overview(client, instance) -> str:
 def report(instance, *, at=None, error=""):
     now = timezone.now()
     return GuestReport.objects.create(
-        instance=instance, reported_at=at or now, asked_at=now, error=error, **FACTS
-    )
+        instance=instance, reported_at=at or now, asked_at=now - timedelta(minutes=1),
+        error=error, **FACTS,
+    )  # fmt: skip
 
 
 def test_a_report_of_the_running_guest_shows_its_addresses_memory_and_filesystems(
@@ -81,6 +83,32 @@ def test_a_failed_ask_keeps_the_last_facts_and_says_what_happened_since(client_f
     assert kept.hostname == "web-1" and kept.error
     html = overview(client_for("viewer"), running)
     assert "10.20.0.7/24" in html and "since then: Machine" in html
+
+
+def test_a_guest_asked_moments_ago_by_another_run_is_not_asked_again(running):
+    report(running)
+    GuestReport.objects.filter(instance=running).update(asked_at=timezone.now())
+    guest_reports_host(running.host)
+    assert GuestReport.objects.get(instance=running).error == ""  # not asked: nothing failed
+
+
+def test_what_a_guest_says_is_kept_only_in_the_shapes_shown(client_for, api_for, running):
+    facts = GuestFacts(
+        hostname="h" * 999,
+        interfaces=(GuestInterface(name=1, mac=None, addresses=("10.0.0.9/24", 7)),),  # type: ignore[arg-type]
+        memory_total_kb="lots",  # type: ignore[arg-type]
+        filesystems=({"mountpoint": "/", "total_bytes": "x", "used_bytes": -1}, "junk"),  # type: ignore[arg-type]
+    )
+    kept = _kept(facts)
+    assert len(kept["hostname"]) == 255 and kept["memory_total_kb"] == 0
+    assert kept["interfaces"] == [{"name": "1", "mac": "", "addresses": ["10.0.0.9/24", "7"]}]
+    assert kept["filesystems"] == [
+        {"mountpoint": "/", "type": "", "device": "", "total_bytes": None, "used_bytes": None}
+    ]
+    now = timezone.now()
+    GuestReport.objects.create(instance=running, reported_at=now, asked_at=now, **kept)
+    assert api_for("viewer").get(f"/projects/alpha/instances/{running.pk}").status_code == 200
+    assert "10.0.0.9/24" in overview(client_for("viewer"), running)
 
 
 def test_only_running_instances_on_the_host_are_asked(running, project, operator):

@@ -139,6 +139,20 @@ def test_add_disk_and_add_interface_work_without_javascript(
     assert not Instance.objects.exists()
 
 
+def test_a_row_added_without_javascript_and_left_alone_is_skipped(
+    client_for, operator, project, subnet
+):
+    url = reverse("instance-new", args=[project.slug])
+    data = form_data(subnet, ImageFactory(), add="disks")
+    html = client_for("operator").post(url, data).text
+    assert 'name="disks-1-size_gb" value="1"' in html  # as the script's new row starts
+    assert '<option value="auto" selected>' in html
+    sent = {**data, "disks-TOTAL_FORMS": "2", "disks-1-size_gb": "1", "disks-1-bus": "auto"}
+    del sent["add"]
+    assert client_for("operator").post(url, sent).status_code == 302
+    assert Instance.objects.get().disks.count() == 2  # the root disk and the row filled in
+
+
 def test_a_service_error_is_shown_at_its_field_and_the_input_is_kept(
     client_for, operator, project, subnet
 ):

@@ -5,7 +5,8 @@ the load balancer reach that port. The VMs are not touched."""
 import pytest
 
 from instances.models import AuditEvent
-from provisioning.choices import JobStatus
+from provisioning.choices import JobStatus, Phase
+from provisioning.models import ProvisioningJob
 from provisioning.pipeline import job_run_inline
 from provisioning.services.jobs import job_vm_op
 from provisioning.services.vms import job_vms_refresh
@@ -61,9 +62,12 @@ def test_the_api_changes_the_health_check_in_place(aws, api_for, landed):
 
     # what is not given stays as it is
     assert api_for("operator").patch(url, {"health_check_port": 9090}).status_code == 202
-    job_run_inline(landed.pk)
+    job = job_run_inline(landed.pk)
+    assert job.status == JobStatus.READY, job.message
     group = target_group(aws)
     assert (group["HealthCheckPath"], group["HealthCheckPort"]) == ("/up", "9090")
+    job.refresh_from_db()
+    assert ports_open_to_the_lb(aws, job) == {80, 9090}  # the traffic port, and the check's
 
 
 def test_a_bad_health_check_is_refused_at_its_fields_and_changes_nothing(aws, api_for, landed):
@@ -73,10 +77,12 @@ def test_a_bad_health_check_is_refused_at_its_fields_and_changes_nothing(aws, ap
     assert response.status_code == 422
     assert response.json()["errors"] == {
         "health_check_path": [
-            "The health check path starts with / and has no spaces (e.g. /healthz)."
+            "The health check path starts with / and has no spaces or non-ASCII characters "
+            "(e.g. /healthz)."
         ],
         "health_check_port": ["A port is 1 to 65535."],
     }
+    assert api.patch(url, {"health_check_path": "/santé"}).status_code == 422
     both = api.patch(url, {"vmOp": "detach_lb", "health_check_port": 8080})
     assert both.status_code == 422 and set(both.json()["errors"]) == {"vmOp", "health_check_port"}
     nothing = api.patch(url, {})
@@ -85,6 +91,18 @@ def test_a_bad_health_check_is_refused_at_its_fields_and_changes_nothing(aws, ap
     landed.refresh_from_db()
     assert landed.status == JobStatus.READY and landed.config["health_check_path"] == "/healthz"
     assert target_group(aws)["HealthCheckPath"] == "/healthz"
+
+
+def test_a_change_the_cloud_refused_is_corrected_by_another(aws, api_for, landed):
+    ProvisioningJob.objects.filter(pk=landed.pk).update(
+        status=JobStatus.FAILED, phase=Phase.HEALTH_CHECK
+    )
+    url = f"/provisioning-jobs/{landed.pk}"
+    assert api_for("operator").patch(url, {"health_check_path": "/ok"}).status_code == 202
+    assert job_run_inline(landed.pk).status == JobStatus.READY
+    ProvisioningJob.objects.filter(pk=landed.pk).update(status=JobStatus.FAILED, phase="provision")
+    refused = api_for("operator").patch(url, {"health_check_path": "/ok"})
+    assert refused.status_code == 409  # a failed provisioning is retried, not changed
 
 
 def test_a_job_without_a_load_balancer_has_no_health_check_to_change(aws, api_for, make_job):
