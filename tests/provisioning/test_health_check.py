@@ -170,3 +170,16 @@ def test_the_refresh_records_what_the_load_balancer_says_of_each_vm(aws, client_
     job_vms_refresh(job=job)
     job.refresh_from_db()
     assert job.config["vms"][0]["lb_health"] == ""
+
+
+def test_a_target_group_that_cannot_be_read_does_not_stop_the_vm_refresh(aws, landed, caplog):
+    [vm] = landed.config["vms"]
+    config = landed.config
+    config["resources"]["target_group"] += "-gone"  # deleted outside the console, say
+    ProvisioningJob.objects.filter(pk=landed.pk).update(config=config)
+    landed.refresh_from_db()
+    raw_client(aws, "ec2").stop_instances(InstanceIds=[vm["instance_id"]])
+    job_vms_refresh(job=landed)
+    landed.refresh_from_db()
+    assert landed.config["vms"][0]["state"] == "stopped"
+    assert f"reading the target health of job {landed.pk}" in caplog.text
