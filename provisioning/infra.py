@@ -49,6 +49,8 @@ class InfraConfig:
     load_balancer: bool = False
     health_check_path: str = "/healthz"
     health_check_port: int = 80
+    # The port the VMs serve on, once the health check has been moved off it (0: the same).
+    service_port: int = 0
     dns_name: str = ""
     exec_mode: str = ExecMode.SSM
     # What the steps made: resource kind → id (vpc, private_subnet, nat_gateway, ...).
@@ -61,6 +63,12 @@ class InfraConfig:
     @property
     def vm_count(self) -> int:
         return self.instance_count if self.pool_mode == PoolMode.FIXED else self.asg_desired
+
+    @property
+    def traffic_port(self) -> int:
+        """Where the load balancer sends requests: the bootstrap publishes the service on the
+        health check's port, and a later change of the check leaves it there."""
+        return self.service_port or self.health_check_port
 
     @property
     def sentinel_path(self) -> str:

@@ -828,16 +828,17 @@ class AwsProvider:
         return f"Load balancer {lb['DNSName']}."
 
     def _allow_from_lb(self, config: InfraConfig, lb_group_id: str) -> None:
-        """The VMs' one inbound rule: the service (and health check) port, from the ALB."""
-        self._authorize(
-            config.resources["security_group"],
-            {
-                "IpProtocol": "tcp",
-                "FromPort": config.health_check_port,
-                "ToPort": config.health_check_port,
-                "UserIdGroupPairs": [{"GroupId": lb_group_id, "Description": "from the ALB"}],
-            },
-        )
+        """The VMs' inbound rules: the service port and the health check's, from the ALB."""
+        for port in sorted({config.traffic_port, config.health_check_port}):
+            self._authorize(
+                config.resources["security_group"],
+                {
+                    "IpProtocol": "tcp",
+                    "FromPort": port,
+                    "ToPort": port,
+                    "UserIdGroupPairs": [{"GroupId": lb_group_id, "Description": "from the ALB"}],
+                },
+            )
 
     def _close_from_lb(self, config: InfraConfig, lb_group_id: str, keep: set[int]) -> None:
         """Take back the ALB's access to the VMs on ports other than `keep` (an earlier check's)."""
@@ -872,7 +873,7 @@ class AwsProvider:
             group = elbv2.create_target_group(
                 Name=ctx.resource_name("tg"),
                 Protocol="HTTP",
-                Port=config.health_check_port,
+                Port=config.traffic_port,
                 VpcId=config.resources["vpc"],
                 TargetType="instance",
                 HealthCheckProtocol="HTTP",
@@ -994,7 +995,7 @@ class AwsProvider:
             raise CloudError("The job's target group is gone: detach and attach the load balancer.")
         lb_group = config.resources["lb_security_group"]
         self._allow_from_lb(config, lb_group)
-        self._close_from_lb(config, lb_group, keep={group["Port"], config.health_check_port})
+        self._close_from_lb(config, lb_group, keep={config.traffic_port, config.health_check_port})
         self.client("elbv2").modify_target_group(
             TargetGroupArn=group["TargetGroupArn"],
             HealthCheckProtocol="HTTP",

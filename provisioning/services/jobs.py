@@ -151,6 +151,7 @@ def job_health_check_set(
     with transaction.atomic():
         job = _claimed(job, actor, actions.health_check)
         config = InfraConfig.from_json(job.config)
+        config.service_port = config.traffic_port  # the service stays where it is
         config.health_check_path, config.health_check_port = path, port
         _start_phase(job, Phase.HEALTH_CHECK, config)
         audit_record(

@@ -69,6 +69,19 @@ def test_the_api_changes_the_health_check_in_place(aws, api_for, landed):
     job.refresh_from_db()
     assert ports_open_to_the_lb(aws, job) == {80, 9090}  # the traffic port, and the check's
 
+    # a load balancer attached again sends requests where the service is, and checks there
+    for op in ("detach_lb", "attach_lb"):
+        assert api_for("operator").patch(url, {"vmOp": op}).status_code == 202
+        job = job_run_inline(landed.pk)
+        assert job.status == JobStatus.READY, job.message
+    group = target_group(aws)
+    assert (group["Port"], group["HealthCheckPort"], group["HealthCheckPath"]) == (
+        80,
+        "9090",
+        "/up",
+    )
+    assert ports_open_to_the_lb(aws, job) == {80, 9090}
+
 
 def test_a_bad_health_check_is_refused_at_its_fields_and_changes_nothing(aws, api_for, landed):
     url = f"/provisioning-jobs/{landed.pk}"
