@@ -36,7 +36,7 @@ def default_user_data(instance: Instance) -> str:
             }
         ],
         "chpasswd": {
-            "expire": False,
+            "expire": True,  # a one-time password: changed at the first login
             "users": [
                 {"name": DEFAULT_USER, "password": instance.initial_password, "type": "text"}
             ],

@@ -37,6 +37,7 @@ def test_the_default_configuration_passes_the_real_cloud_init_schema_check(
     assert config["users"][0]["name"] == "spx" and config["users"][0]["sudo"]
     assert config["users"][0]["ssh_authorized_keys"] == [KEY]
     assert config["chpasswd"]["users"][0]["password"] == instance.initial_password
+    assert config["chpasswd"]["expire"] is True  # one-time: changed at the first login
 
 
 def test_a_subnet_without_resolvers_gives_its_guests_the_consoles_default_ones(
