@@ -14,13 +14,15 @@ from django.conf import settings
 from django.utils import timezone
 
 from instances.backends import backend_named
-from instances.choices import CarrierState, LastExit, PowerState, RunStrategy
+from instances.choices import CarrierState, DiskRole, ImageKind, LastExit, PowerState, RunStrategy
 from instances.models import AuditEvent, GuestReport, Instance
 from instances.services import machines, network, power
+from instances.services.instances import DiskRequest, NicRequest, instance_create
 from instances.tasks import guest_reports_all, reconcile_host
 from tests import factories
-from tests.factories import SubnetFactory
+from tests.factories import ImageFactory, SubnetFactory
 from tests.instances.agent import agent_facts
+from tests.instances.boot_iso import write_boot_iso
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -264,3 +266,27 @@ def test_run_strategies_decide_what_happens_after_a_crash_or_a_guest_poweroff(
                 LastExit.CRASHED if how == "kill" else LastExit.GUEST_POWEROFF
             ), name
     wait_for_prompt(backend, vms["always-crash"], count=2)
+
+
+def test_a_blank_root_disk_boots_the_cdrom_to_install_from(
+    backend, project, operator, lan, tmp_path
+):
+    iso = ImageFactory(
+        kind=ImageKind.ISO, name="installer",
+        path=str(write_boot_iso(tmp_path / "installer.iso", "ZOPDAY-INSTALLER-BOOTED")),
+    )  # fmt: skip
+    request = factories.instance_request(
+        lan, root_image=None, name="install-vm", nics=[NicRequest(lan, ipv4="10.88.0.30")],
+        disks=[DiskRequest(size_gb=0, role=DiskRole.CDROM, image=iso)],
+    )  # fmt: skip
+    vm = instance_create(project=project, actor=operator, request=request)
+    power.instance_start(instance=vm, actor=operator)
+    wait_for_state(vm, PowerState.RUNNING)
+    log = backend.serial_log(vm.machine_id)
+    wait_for(  # the firmware passed over the empty root disk to the CD's boot code
+        lambda: log.exists() and b"ZOPDAY-INSTALLER-BOOTED" in log.read_bytes(),
+        "the installer CD to boot",
+        timeout=60,
+    )
+    power.instance_force_stop(instance=vm, actor=operator)
+    wait_for_state(vm, PowerState.STOPPED, timeout=30)
