@@ -195,13 +195,9 @@ def job_update(request: HttpRequest, job_id: Id, payload: JobPatchIn) -> Status:
             return Status(400, {"detail": message, "errors": {"vmOp": [message]}})
         jobs.job_vm_op(job=job, actor=request_user(request), op=payload.vmOp)
     elif given:
-        config = InfraConfig.from_json(job.config)
         jobs.job_health_check_set(
-            job=job, actor=request_user(request),
-            path=config.health_check_path if payload.health_check_path is None
-            else payload.health_check_path,
-            port=config.health_check_port if payload.health_check_port is None
-            else payload.health_check_port,
+            job=job, actor=request_user(request), path=payload.health_check_path,
+            port=payload.health_check_port,
         )  # fmt: skip
     else:
         message = f"Give vmOp ({', '.join(VM_OPS)}), or health_check_path and/or health_check_port."
