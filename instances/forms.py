@@ -140,12 +140,17 @@ class DiskAddForm(DiskRowForm):
     )
     field_order = ["name", "size_gb", "bus", "role"]
 
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("auto_id", "new-disk-%s")  # the tab's other forms use id_*
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
 
 class NicAddForm(NicRowForm):
     """The Networking tab's "Attach to a subnet": one more interface, on a subnet of the
     instance's zone."""
 
     def __init__(self, *args: object, instance: Instance, **kwargs: object) -> None:
+        kwargs.setdefault("auto_id", "nic-%s")  # the tab's other forms use id_*
         super().__init__(*args, project=instance.project, **kwargs)
         subnet = self.fields["subnet"]
         subnet.queryset = instance.project.subnets.filter(zone=instance.zone)  # type: ignore[attr-defined]

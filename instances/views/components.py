@@ -165,7 +165,7 @@ def disk_action(request: AuthedRequest, project_slug: str, pk: int, action: str)
     if action == "create":
         return _form_run(
             request, instance, role, "storage", "Disk created and attached.",
-            DiskAddForm(request.POST, auto_id="new-disk-%s"),
+            DiskAddForm(request.POST),
             lambda data: storage.disk_add(instance=instance, actor=user, **data),
         )  # fmt: skip
     if action not in handlers:
@@ -216,7 +216,7 @@ def nic_action(request: AuthedRequest, project_slug: str, pk: int, action: str) 
         return _form_run(
             request, instance, role, "networking",
             "Interface added; it appears in the guest at the next start.",
-            NicAddForm(request.POST, instance=instance, auto_id="nic-%s"),
+            NicAddForm(request.POST, instance=instance),
             lambda data: network.nic_add(
                 instance=instance, actor=user, **{k: v for k, v in data.items() if v}
             ),

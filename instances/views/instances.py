@@ -326,11 +326,11 @@ def detail_context(instance: Instance, role: Role, tab: str) -> dict[str, object
             disk.pk for disk in disks if any(s.in_progress for s in disk.snapshots.all())
         }
         context["free_disks"] = instance.project.disks.filter(instance=None, zone=instance.zone)
-        context["disk_form"] = DiskAddForm(auto_id="new-disk-%s")
+        context["disk_form"] = DiskAddForm()
         context["isos"] = images_for(instance.project, ImageKind.ISO)
     elif tab == "networking":
         context["nics"] = instance.nics.select_related("subnet", "elastic_ip")
-        context["nic_form"] = NicAddForm(instance=instance, auto_id="nic-%s")
+        context["nic_form"] = NicAddForm(instance=instance)
         context["free_eips"] = instance.project.elastic_ips.filter(nic=None)
         context["network_mode"] = _network_mode(instance)
     elif tab == "user-data":
