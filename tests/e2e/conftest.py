@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from tests.factories import PASSWORD
+from tests.e2e.session import log_in
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # Playwright's sync API runs an event loop in this thread; the ORM calls the tests make next to
@@ -39,12 +39,16 @@ def page(browser, live_server):
 
 
 @pytest.fixture
-def login(page):
-    def log_in(username: str) -> None:
-        page.goto("/login/")
-        page.fill("#id_username", username)
-        page.fill("#id_password", PASSWORD)
-        page.click("button[type=submit]")
-        page.wait_for_url(lambda url: "/login/" not in url)
+def scriptless_page(browser, live_server, operator):
+    """A page with JavaScript off, logged in as the operator."""
+    context = browser.new_context(base_url=live_server.url, java_script_enabled=False)
+    context.set_default_timeout(15_000)
+    page = context.new_page()
+    log_in(page, "operator")
+    yield page
+    context.close()
 
-    return log_in
+
+@pytest.fixture
+def login(page):
+    return lambda username: log_in(page, username)

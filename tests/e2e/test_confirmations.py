@@ -7,25 +7,10 @@ import pytest
 from playwright.sync_api import expect
 
 from instances.choices import PowerState
-from tests.factories import PASSWORD
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 
 FORCE_STOP = "Force Shutdown cuts the power at once: unsaved data in the guest is lost. Continue?"
-
-
-@pytest.fixture
-def scriptless_page(browser, live_server, operator):
-    context = browser.new_context(base_url=live_server.url, java_script_enabled=False)
-    context.set_default_timeout(15_000)
-    page = context.new_page()
-    page.goto("/login/")
-    page.fill("#id_username", "operator")
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(lambda url: "/login/" not in url)
-    yield page
-    context.close()
 
 
 def test_without_scripts_force_shutdown_is_asked_on_a_page(scriptless_page, project, running):

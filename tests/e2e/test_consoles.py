@@ -12,7 +12,8 @@ from playwright.sync_api import expect
 from instances.backends import backend_named
 from instances.models import Instance
 from instances.services import power
-from tests.factories import PASSWORD, SubnetFactory, demo_image, demo_instance
+from tests.e2e.session import log_in
+from tests.factories import SubnetFactory, demo_image, demo_instance
 from tests.instances.consoles.conftest import discard_machine
 from tests.services import start_console_proxy, stop
 
@@ -46,11 +47,7 @@ def logged_in_page(browser, live_server, username: str):
     context = browser.new_context(base_url=live_server.url, viewport={"width": 1280, "height": 900})
     context.set_default_timeout(20_000)
     page = context.new_page()
-    page.goto("/login/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(lambda url: "/login/" not in url)
+    log_in(page, username)
     return page
 
 

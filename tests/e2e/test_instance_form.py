@@ -8,7 +8,7 @@ from playwright.sync_api import expect
 from instances.choices import PowerState, SnapshotState
 from instances.models import AuditEvent, DiskSnapshot, Instance
 from instances.services.instances import instance_create
-from tests.factories import PASSWORD, ImageFactory, instance_request
+from tests.factories import ImageFactory, instance_request
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 
@@ -198,15 +198,10 @@ def test_attaching_to_a_subnet_shows_a_mistake_at_its_field_and_then_attaches(
 
 
 def test_without_javascript_add_disk_and_add_interface_add_rows_and_keep_the_input(
-    browser, live_server, project, operator, subnet
+    scriptless_page, project, subnet
 ):
     ImageFactory(name="Demo guest")
-    context = browser.new_context(base_url=live_server.url, java_script_enabled=False)
-    page = context.new_page()
-    page.goto("/login/")
-    page.fill("#id_username", "operator")
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
+    page = scriptless_page
     page.goto(f"/projects/{project.slug}/instances/new/")
     page.fill("#id_name", "no-script")
     page.get_by_role("button", name="Add disk").click()
@@ -221,7 +216,6 @@ def test_without_javascript_add_disk_and_add_interface_add_rows_and_keep_the_inp
     instance = Instance.objects.get(name="no-script")
     assert sorted(instance.disks.values_list("role", "size_gb")) == [("root", 1), ("secondary", 2)]
     assert instance.nics.count() == 2
-    context.close()
 
 
 def test_enter_in_a_field_creates_the_instance_rather_than_adding_a_row(
