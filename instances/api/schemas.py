@@ -384,8 +384,6 @@ class InstanceDetailOut(InstanceOut):
 
     @staticmethod
     def resolve_guest(instance: Instance) -> GuestReport | None:
-        if instance.power_state != PowerState.RUNNING:
-            return None
         report = GuestReport.objects.filter(instance=instance).first()
         return report if report and report.current_for(instance) else None
 

@@ -2,6 +2,8 @@ from typing import TYPE_CHECKING
 
 from django.db import models
 
+from instances.choices import PowerState
+
 if TYPE_CHECKING:
     from instances.models.machines import Instance
 
@@ -30,9 +32,13 @@ class GuestReport(models.Model):
         return f"guest report of {self.instance_id}"
 
     def current_for(self, instance: "Instance") -> bool:
-        """Whether the facts were reported since the instance last changed power state (so they
-        describe the guest as it runs now, not an earlier boot)."""
-        return self.reported_at is not None and self.reported_at >= instance.state_changed_at
+        """Whether the facts describe the guest as it runs now: it runs, and they were reported
+        since it last changed power state (not in an earlier boot)."""
+        return (
+            instance.power_state == PowerState.RUNNING
+            and self.reported_at is not None
+            and self.reported_at >= instance.state_changed_at
+        )
 
     @property
     def memory_total_bytes(self) -> int:
