@@ -15,6 +15,7 @@ from instances.access import object_for_user, project_for_user
 from instances.choices import Role
 from instances.confirm import question_page
 from instances.errors import ActionRefused
+from instances.forms import apply_errors
 from instances.http import AuthedRequest
 from instances.models import Project
 from instances.views.polling import digest, still_shown
@@ -309,9 +310,7 @@ def _health_check(
         except ActionRefused as error:
             return _refused(request, error.message, url)
         except ValidationError as error:
-            for field, problems in error.message_dict.items():
-                for problem in problems:
-                    form.add_error(field if field in form.fields else None, problem)
+            apply_errors(error, form, {})
         else:
             return redirect(url)
     return render(request, "provisioning/job_detail.html", _job_context(job, role, form))
@@ -337,8 +336,7 @@ def account_list(request: AuthedRequest, project_slug: str) -> HttpResponse:
             try:
                 account_create(project=project, actor=request.user, **form.cleaned_data)
             except ValidationError as error:
-                for field, problems in error.message_dict.items():
-                    form.add_error(field if field in form.fields else None, problems)
+                apply_errors(error, form, {})
             else:
                 messages.success(request, "Cloud account added.")
                 return redirect("provisioning-accounts", project.slug)
