@@ -1,0 +1,1 @@
+"""Local fakes of cloud APIs that the tests drive through the real SDKs, over loopback."""
