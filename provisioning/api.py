@@ -23,8 +23,10 @@ from instances.api.schemas import Id, Number, Slug, Text
 from instances.choices import Role
 from instances.selectors import projects_for_user
 from provisioning.actions import VM_OPS, job_allowed_actions
+from provisioning.choices import EXEC_MODE_FOR_PROVIDER
 from provisioning.infra import InfraConfig
 from provisioning.models import CloudAccount, ProvisioningJob
+from provisioning.prices import prices_for
 from provisioning.services import jobs
 from provisioning.validation import provider_errors
 
@@ -42,7 +44,7 @@ class JobIn(Schema):
     asg_min: Number = 1
     asg_max: Number = 1
     asg_desired: Number = 1
-    instance_type: Text = "t3.micro"
+    instance_type: Text = ""  # the provider's smallest: t3.micro, e2-small
     disk_gb: Number = 20
     image_id: Text = ""
     network_mode: Text = "new"
@@ -54,7 +56,7 @@ class JobIn(Schema):
     health_check_path: Text = "/healthz"
     health_check_port: Number = 80
     dns_name: Text = ""
-    exec_mode: Text = "SSM"
+    exec_mode: Text = ""  # the provider's: SSM, OSConfig
 
 
 class JobPatchIn(Schema):
@@ -151,7 +153,7 @@ def job_list(request: HttpRequest, filters: Query[JobFilters]) -> list[dict[str,
 @router.post("/provisioning-jobs", response={201: JobOut, **REFUSALS})
 def job_add(request: HttpRequest, payload: JobIn) -> Status:
     """Operators: check the request and queue the pipeline (7 steps, 11 with a load balancer).
-    provider=azure answers with the clean Invalid stub; gcp arrives next."""
+    provider=azure answers with the clean Invalid stub."""
     project, _ = project_for(request, payload.project, Role.OPERATOR)
     errors = provider_errors(payload.provider)
     if errors:
@@ -165,6 +167,10 @@ def job_add(request: HttpRequest, payload: JobIn) -> Status:
         )
     choices = payload.model_dump(exclude={"project", "account", "name"})
     choices["region"] = choices["region"] or account.default_region
+    choices["instance_type"] = (
+        choices["instance_type"] or prices_for(payload.provider).default_machine
+    )
+    choices["exec_mode"] = choices["exec_mode"] or EXEC_MODE_FOR_PROVIDER[payload.provider]
     job = jobs.job_create(
         project=project, account=account, actor=request_user(request), name=payload.name,
         config=InfraConfig(**choices),

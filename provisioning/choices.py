@@ -31,7 +31,7 @@ class ExecMode(models.TextChoices):
     AZURE_RUN_CMD = "AzureRunCmd", "AzureRunCmd (Azure)"
 
 
-EXEC_MODE_FOR_PROVIDER = {
+EXEC_MODE_FOR_PROVIDER: dict[str, ExecMode] = {
     Provider.AWS: ExecMode.SSM,
     Provider.GCP: ExecMode.OSCONFIG,
     Provider.AZURE: ExecMode.AZURE_RUN_CMD,

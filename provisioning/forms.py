@@ -5,10 +5,18 @@ from typing import Any
 
 from django import forms
 
-from provisioning.choices import BootstrapMode, ExecMode, NetworkMode, PoolMode, Provider
+from provisioning.choices import (
+    EXEC_MODE_FOR_PROVIDER,
+    BootstrapMode,
+    ExecMode,
+    NetworkMode,
+    PoolMode,
+    Provider,
+)
 from provisioning.infra import InfraConfig
-from provisioning.prices import INSTANCE_HOURLY
+from provisioning.prices import prices_for
 from provisioning.validation import (
+    REGIONS,
     health_check_path_error,
     load_balancer_errors,
     machine_errors,
@@ -20,7 +28,7 @@ from provisioning.validation import (
 
 PROVIDER_LABELS = [
     (Provider.AWS.value, "AWS"),
-    (Provider.GCP.value, "GCP (coming next)"),
+    (Provider.GCP.value, "GCP"),
     (Provider.AZURE.value, "Azure (VMSS in preview)"),
 ]
 
@@ -34,6 +42,14 @@ class WizardStep(forms.Form):
     def __init__(self, *args: Any, draft: dict[str, Any] | None = None, **kwargs: Any) -> None:
         self.draft = draft or {}
         super().__init__(*args, **kwargs)
+        self.cloud = str(self.draft.get("provider") or Provider.AWS)
+
+    def _default(self, field: str, value: Any, fits: Callable[[Any], bool]) -> None:
+        """The provider's default for a field, unless the draft holds a value that fits it
+        (a value chosen for another provider does not)."""
+        self.fields[field].initial = value
+        if not fits(self.initial.get(field)):
+            self.initial.pop(field, None)
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
@@ -55,17 +71,26 @@ class ProviderStep(WizardStep):
     account = forms.TypedChoiceField(label="Cloud account", coerce=int, choices=[])
 
     def __init__(
-        self, *args: Any, accounts: list[tuple[int, str]] | None = None, **kw: Any
+        self, *args: Any, accounts: list[tuple[int, str, str]] | None = None, **kw: Any
     ) -> None:
+        """`accounts`: (id, label, provider) of each of the project's cloud accounts."""
         super().__init__(*args, **kw)
-        self.fields["account"].choices = accounts or []  # type: ignore[attr-defined]
+        self.account_providers = {pk: provider for pk, _, provider in accounts or []}
+        self.fields["account"].choices = [  # type: ignore[attr-defined]
+            (pk, label) for pk, label, _ in accounts or []
+        ]
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
-        for field, message in {
-            **name_errors(cleaned.get("name", "")),
-            **provider_errors(cleaned.get("provider", "")),
-        }.items():
+        provider = cleaned.get("provider", "")
+        errors = {**name_errors(cleaned.get("name", "")), **provider_errors(provider)}
+        account_provider = self.account_providers.get(cleaned.get("account", 0), provider)
+        if "provider" not in errors and account_provider != provider:
+            errors["account"] = (
+                f"This account is on {account_provider.upper()}: choose a {provider.upper()} "
+                "account, or add one under Cloud accounts."
+            )
+        for field, message in errors.items():
             if field not in self.errors:
                 self.add_error(field, message)
         return cleaned
@@ -83,13 +108,16 @@ class PoolStep(WizardStep):
     asg_max = forms.IntegerField(label="ASG max", initial=1, min_value=0)
     asg_desired = forms.IntegerField(label="ASG desired", initial=1, min_value=0)
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        pattern, example = REGIONS.get(self.cloud, REGIONS[Provider.AWS])
+        self._default("region", example, lambda value: bool(pattern.match(str(value or ""))))
+
 
 class MachineStep(WizardStep):
     title = "Machines"
     rule = staticmethod(machine_errors)
-    instance_type = forms.ChoiceField(
-        choices=[(t, f"{t} (${p}/h)") for t, p in INSTANCE_HOURLY.items()], initial="t3.micro"
-    )
+    instance_type = forms.ChoiceField(choices=[])
     disk_gb = forms.IntegerField(label="Root disk (GB)", initial=20)
     bootstrap_mode = forms.ChoiceField(
         choices=BootstrapMode.choices, widget=forms.RadioSelect, initial=BootstrapMode.DEFAULT
@@ -98,6 +126,18 @@ class MachineStep(WizardStep):
         label="Exec channel", choices=ExecMode.choices, initial=ExecMode.SSM,
         help_text="No public SSH: interactive access only through the cloud's IAM-gated exec.",
     )  # fmt: skip
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        prices = prices_for(self.cloud)
+        self.fields["instance_type"].choices = [  # type: ignore[attr-defined]
+            (name, f"{name} (${machine.hourly}/h)") for name, machine in prices.machines.items()
+        ]
+        self._default(
+            "instance_type", prices.default_machine, lambda value: value in prices.machines
+        )
+        exec_mode = EXEC_MODE_FOR_PROVIDER.get(self.cloud, ExecMode.SSM)
+        self._default("exec_mode", exec_mode, lambda value: value == exec_mode)
 
 
 class NetworkStep(WizardStep):
@@ -143,13 +183,36 @@ class HealthCheckForm(forms.Form):
         return path
 
 
+class SecretTextarea(forms.Textarea):
+    """A textarea that never renders what was typed (a pasted key stays out of the page)."""
+
+    def format_value(self, value: Any) -> None:
+        return None
+
+
 class CloudAccountForm(forms.Form):
     name = forms.CharField(max_length=100)
-    default_region = forms.CharField(max_length=32, initial="us-east-1")
-    access_key_id = forms.CharField(max_length=128, required=False)
+    provider = forms.ChoiceField(
+        choices=[(Provider.AWS.value, "AWS"), (Provider.GCP.value, "GCP")],
+        widget=forms.RadioSelect, initial=Provider.AWS.value,
+    )  # fmt: skip
+    default_region = forms.CharField(
+        max_length=32, initial="us-east-1", help_text="e.g. us-east-1 (AWS), us-central1 (GCP)."
+    )
+    access_key_id = forms.CharField(label="Access key id (AWS)", max_length=128, required=False)
     secret_access_key = forms.CharField(
-        required=False, widget=forms.PasswordInput(render_value=False),
+        label="Secret access key (AWS)", required=False,
+        widget=forms.PasswordInput(render_value=False),
         help_text="Stored encrypted; never shown again.",
     )  # fmt: skip
-    role_arn = forms.CharField(label="Role ARN", required=False)
+    role_arn = forms.CharField(label="Role ARN (AWS)", required=False)
+    service_account_key = forms.CharField(
+        label="Service account key (GCP)", required=False,
+        widget=SecretTextarea(attrs={"rows": 4, "autocomplete": "off", "spellcheck": "false"}),
+        help_text="The JSON key file's contents. Stored encrypted; never shown again.",
+    )  # fmt: skip
+    gcp_project = forms.CharField(
+        label="GCP project", max_length=30, required=False,
+        help_text="Leave empty for the key's own project.",
+    )  # fmt: skip
     endpoint_url = forms.URLField(label="Endpoint URL", required=False, assume_scheme="https")

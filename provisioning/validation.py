@@ -1,6 +1,7 @@
 """What a job request must satisfy, field by field; the wizard and the API share it."""
 
 import ipaddress
+import json
 import re
 
 from django.core.exceptions import ValidationError
@@ -14,14 +15,23 @@ from provisioning.choices import (
     Provider,
 )
 from provisioning.infra import InfraConfig
-from provisioning.prices import INSTANCE_HOURLY
+from provisioning.prices import prices_for
 from provisioning.providers.azure import AZURE_INVALID
-from provisioning.providers.gcp import GCP_NEXT
 
 NAME = re.compile(r"^[a-z]([a-z0-9-]{0,28}[a-z0-9])?$")
-REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
+REGIONS: dict[str, tuple[re.Pattern[str], str]] = {
+    Provider.AWS: (re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$"), "us-east-1"),
+    Provider.GCP: (re.compile(r"^[a-z]+-[a-z]+\d+$"), "us-central1"),
+}
+GCE_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+GCP_LOAD_BALANCER_NEXT = (
+    "A load balancer on GCP arrives next: provision without one for now (the VMs' firewall "
+    "denies all ingress)."
+)
 LABEL = r"(?!-)[a-z0-9-]{1,63}(?<!-)"
 DNS_NAME = re.compile(rf"^{LABEL}(\.{LABEL})+\.?$")
+GCP_PROJECT = re.compile(r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
+KEY_FIELDS = ("type", "client_email", "private_key", "token_uri")
 MAX_FIXED = 20
 MAX_ASG = 50
 
@@ -29,11 +39,30 @@ MAX_ASG = 50
 def provider_errors(provider: str) -> dict[str, str]:
     if provider == Provider.AZURE:
         return {"provider": AZURE_INVALID}
-    if provider == Provider.GCP:
-        return {"provider": GCP_NEXT}
-    if provider != Provider.AWS:
-        return {"provider": "Choose aws."}
+    if provider not in (Provider.AWS, Provider.GCP):
+        return {"provider": "Choose aws or gcp."}
     return {}
+
+
+def service_account_key_problem(text: str) -> str:
+    """What is wrong with a pasted GCP service account key, or ""."""
+    try:
+        info = json.loads(text)
+    except ValueError:
+        return "Paste the service account key as downloaded: a JSON document."
+    if not isinstance(info, dict) or info.get("type") != "service_account":
+        return 'This is not a service account key: its "type" must be "service_account".'
+    missing = [name for name in KEY_FIELDS if not info.get(name)]
+    if missing:
+        return f"The key lacks {', '.join(missing)}: download a new key for the account."
+    if "PRIVATE KEY" not in str(info["private_key"]):
+        return "The key's private_key is not a PEM private key."
+    return ""
+
+
+def region_error(provider: str, region: str) -> str:
+    pattern, example = REGIONS.get(provider, REGIONS[Provider.AWS])
+    return "" if pattern.match(region or "") else f"Give a region such as {example}."
 
 
 def name_errors(name: str) -> dict[str, str]:
@@ -47,8 +76,8 @@ def name_errors(name: str) -> dict[str, str]:
 
 def pool_errors(config: InfraConfig) -> dict[str, str]:
     errors = {}
-    if not REGION.match(config.region or ""):
-        errors["region"] = "Give a region such as us-east-1."
+    if message := region_error(config.provider, config.region):
+        errors["region"] = message
     if config.pool_mode == PoolMode.FIXED:
         if not 1 <= config.instance_count <= MAX_FIXED:
             errors["instance_count"] = f"A fixed pool has 1 to {MAX_FIXED} instances."
@@ -66,13 +95,14 @@ def pool_errors(config: InfraConfig) -> dict[str, str]:
 
 def machine_errors(config: InfraConfig) -> dict[str, str]:
     errors = {}
-    if config.instance_type not in INSTANCE_HOURLY:
-        errors["instance_type"] = f"Choose one of: {', '.join(INSTANCE_HOURLY)}."
+    machines = prices_for(config.provider).machines
+    if config.instance_type not in machines:
+        errors["instance_type"] = f"Choose one of: {', '.join(machines)}."
     if not 8 <= config.disk_gb <= 2048:
         errors["disk_gb"] = "The root disk is 8 to 2048 GB."
     if config.bootstrap_mode not in BootstrapMode.values:
         errors["bootstrap_mode"] = "Choose default or bare-metal."
-    expected = EXEC_MODE_FOR_PROVIDER.get(Provider(config.provider), ExecMode.SSM)
+    expected = EXEC_MODE_FOR_PROVIDER.get(config.provider, ExecMode.SSM)
     if config.exec_mode != expected:
         errors["exec_mode"] = f"On {config.provider.upper()} the exec channel is {expected}."
     return errors
@@ -88,6 +118,11 @@ def network_errors(config: InfraConfig) -> dict[str, str]:
         else:
             if network.version != 4 or not 16 <= network.prefixlen <= 22:
                 errors["vpc_cidr"] = "Give an IPv4 network from /16 to /22."
+    elif config.network_mode == NetworkMode.EXISTING and config.provider == Provider.GCP:
+        if not GCE_NAME.match(config.existing_vpc_id or ""):
+            errors["existing_vpc_id"] = "Give the name of a VPC network such as prod-net."
+        if not GCE_NAME.match(config.existing_subnet_id or ""):
+            errors["existing_subnet_id"] = "Give the name of a subnetwork such as prod-subnet."
     elif config.network_mode == NetworkMode.EXISTING:
         if not re.match(r"^vpc-[0-9a-f]{8,17}$", config.existing_vpc_id or ""):
             errors["existing_vpc_id"] = "Give a VPC id such as vpc-0a1b2c3d."
@@ -122,6 +157,8 @@ def health_check_errors(path: str, port: int) -> dict[str, str]:
 
 def load_balancer_errors(config: InfraConfig) -> dict[str, str]:
     errors: dict[str, str] = {}
+    if config.load_balancer and config.provider == Provider.GCP:
+        return {"load_balancer": GCP_LOAD_BALANCER_NEXT}
     if not config.load_balancer:
         if config.dns_name:
             errors["dns_name"] = "A DNS name needs the load balancer."

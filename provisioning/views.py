@@ -20,7 +20,13 @@ from instances.http import AuthedRequest
 from instances.models import Project
 from instances.views.polling import digest, still_shown
 from provisioning import actions
-from provisioning.choices import JOB_TRANSITIONAL, STATUS_COLOURS, NetworkMode, PoolMode
+from provisioning.choices import (
+    JOB_TRANSITIONAL,
+    STATUS_COLOURS,
+    NetworkMode,
+    PoolMode,
+    Provider,
+)
 from provisioning.forms import STEP_NAMES, STEPS, CloudAccountForm, HealthCheckForm
 from provisioning.infra import InfraConfig
 from provisioning.models import CloudAccount, ProvisioningJob
@@ -42,8 +48,8 @@ def _draft(request: AuthedRequest, project: Project) -> dict[str, Any]:
     return draft
 
 
-def _accounts(project: Project) -> list[tuple[int, str]]:
-    return [(a.pk, str(a)) for a in CloudAccount.objects.filter(project=project)]
+def _accounts(project: Project) -> list[tuple[int, str, str]]:
+    return [(a.pk, str(a), a.provider) for a in CloudAccount.objects.filter(project=project)]
 
 
 @login_required
@@ -132,6 +138,8 @@ def draft_config(values: dict[str, Any]) -> InfraConfig:
 
 def _plan(config: InfraConfig) -> list[str]:
     """Every resource the job will create, in words."""
+    if config.provider == Provider.GCP:
+        return _gcp_plan(config)
     plan = []
     if config.network_mode == NetworkMode.NEW:
         plan += [
@@ -169,6 +177,36 @@ def _plan(config: InfraConfig) -> list[str]:
     return plan
 
 
+def _gcp_plan(config: InfraConfig) -> list[str]:
+    plan = []
+    if config.network_mode == NetworkMode.NEW:
+        plan += [
+            f"VPC network with a private subnetwork (first /24 of {config.vpc_cidr})",
+            "Cloud Router with Cloud NAT (egress only)",
+        ]
+    else:
+        plan.append(
+            f"nothing in {config.existing_vpc_id}: the VMs go to {config.existing_subnet_id}"
+        )
+    plan += [
+        "service account for the VMs, with no roles (OS Config agent enabled)",
+        "firewall rules: all ingress denied, but port 22 from IAP's proxies (exec through IAP "
+        "with OS Login, no public SSH)",
+        f"instance template: {config.instance_type}, {config.disk_gb} GB pd-balanced, "
+        "Shielded VM, no SSH keys, no public IP, cloud-init user data",
+    ]
+    if config.pool_mode == PoolMode.FIXED:
+        plan.append(f"{config.instance_count} instance(s), spread over the region's zones")
+    else:
+        scaler = (
+            f", autoscaler min {config.asg_min}, max {config.asg_max}"
+            if config.asg_min != config.asg_max
+            else ""
+        )
+        plan.append(f"regional managed instance group (size {config.asg_desired}{scaler})")
+    return plan
+
+
 def _review(request: AuthedRequest, project: Project, draft: dict[str, Any]) -> HttpResponse:
     missing = [name for name in STEPS if name not in draft["valid"]]
     if missing:
@@ -200,6 +238,7 @@ def _review(request: AuthedRequest, project: Project, draft: dict[str, Any]) -> 
     cost = estimate(
         instance_type=config.instance_type, count=config.vm_count, disk_gb=config.disk_gb,
         load_balancer=config.load_balancer, nat=config.network_mode == NetworkMode.NEW,
+        provider=config.provider,
     )  # fmt: skip
     return _render_wizard(
         request,

@@ -5,9 +5,10 @@ from provisioning.choices import Provider
 
 
 class CloudAccount(models.Model):
-    """Credentials a project provisions with: access keys (the secret encrypted at rest), or
-    access keys plus a role to assume; a default region; an optional endpoint URL (a local
-    moto server for the sandbox, a VPC endpoint, ...)."""
+    """Credentials a project provisions with, the secret encrypted at rest. AWS: access keys,
+    or access keys plus a role to assume. GCP: a service account key (JSON; its client email is
+    kept as the access key id) and the GCP project. Both: a default region and an optional
+    endpoint URL (a local moto server for the sandbox, a VPC endpoint, a local fake, ...)."""
 
     project = models.ForeignKey(
         "instances.Project", on_delete=models.CASCADE, related_name="cloud_accounts"
@@ -18,6 +19,9 @@ class CloudAccount(models.Model):
     access_key_id = models.CharField(max_length=128, blank=True)
     secret_access_key_encrypted = models.TextField(blank=True, editable=False)
     role_arn = models.CharField("Role ARN", max_length=2048, blank=True)
+    gcp_project = models.CharField(
+        "GCP project", max_length=30, blank=True, help_text="The project GCP jobs provision in."
+    )
     endpoint_url = models.URLField(
         "Endpoint URL", blank=True, help_text="Leave empty for the cloud's public endpoints."
     )

@@ -17,7 +17,7 @@ def provider_for(account: CloudAccount, region: str = "") -> Provider:
         return AzureProvider()  # type: ignore[return-value]
     from provisioning.providers.gcp import GcpProvider
 
-    return GcpProvider()  # type: ignore[return-value]
+    return GcpProvider(account, region)
 
 
 __all__ = ["CloudError", "Provider", "StepContext", "provider_for"]

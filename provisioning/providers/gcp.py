@@ -1,13 +1,837 @@
-"""GCP: arrives next, in its own issue (google-cloud-compute, MIGs, OSConfig exec)."""
+"""GCP through google-cloud-compute: a VPC network with Cloud NAT, a service account, an
+instance template, and instances or a regional managed instance group (MIG).
 
-from provisioning.providers.base import UnavailableProvider
+Every resource has a deterministic name (`zopday-<name>-<token>-<suffix>`) and the job's labels;
+a step looks it up by name before making it (except on its first attempt), and a 409 on insert
+means an earlier attempt made it. The VMs have no public address and no SSH keys: the job's
+firewall rules deny all ingress to them but port 22 from Google's IAP proxies, so a shell is
+reached only through IAP with OS Login, both IAM-gated; the OS Config agent is enabled. The
+bootstrap reports its sentinel through a guest attribute that stepCreateVMs reads.
+"""
 
-GCP_NEXT = (
-    "Invalid: GCP provisioning arrives next (managed instance groups with OSConfig exec); "
-    "use AWS for now."
+import ipaddress
+import re
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any
+
+from django.conf import settings
+from google.cloud import compute_v1
+
+from provisioning.choices import NetworkMode, PoolMode, VmState
+from provisioning.infra import InfraConfig, VmRecord
+from provisioning.models import CloudAccount
+from provisioning.providers.base import CloudError, StepContext
+from provisioning.providers.gcp_sdk import (
+    CLOUD_PLATFORM,
+    client_for,
+    exists_already,
+    iam_call,
+    key_info,
+    mapped,
+    not_found,
+    short,
+    wait_operation,
 )
+from provisioning.validation import GCP_LOAD_BALANCER_NEXT
+
+DEFAULT_IMAGE = ("ubuntu-os-cloud", "ubuntu-2404-lts-amd64")  # ships cloud-init and OS Config
+# Google's IAP TCP forwarding proxies: the only source that may reach a VM's port 22, and only
+# for someone IAM lets tunnel (iap.tunnelInstances.accessViaIAP) and OS Login lets in.
+IAP_RANGE = "35.235.240.0/20"
+GUEST_NAMESPACE = "zopday"
+GUEST_KEY = "bootstrap"
+SETTLE_TIMEOUT = 900
+# GCE's states → the words the console uses for a VM (those of EC2).
+VM_STATES = {
+    "PROVISIONING": "pending",
+    "STAGING": "pending",
+    "RUNNING": "running",
+    "STOPPING": "stopping",
+    "SUSPENDING": "stopping",
+    "SUSPENDED": "stopped",
+    "TERMINATED": "stopped",
+    "REPAIRING": "pending",
+}
 
 
-class GcpProvider(UnavailableProvider):
+def gce_labels(tags: dict[str, str]) -> dict[str, str]:
+    """Tags as GCE labels: lowercase keys and values of [a-z0-9_-], "zopday:job" → "zopday-job"."""
+
+    def clean(text: str) -> str:
+        return re.sub(r"[^a-z0-9_-]", "-", text.lower())[:63]
+
+    return {clean(key): clean(value) for key, value in tags.items()}
+
+
+def project_of(account: CloudAccount) -> str:
+    """The GCP project the account provisions in: the one named, or its key's own."""
+    return account.gcp_project or str(key_info(account).get("project_id", ""))
+
+
+class GcpProvider:
+    """VM environments on GCP, the same shape as on AWS: private subnetwork, NAT egress, no
+    public SSH, exec through the cloud's IAM-gated channel."""
+
     name = "gcp"
-    reason = GCP_NEXT
+
+    def __init__(self, account: CloudAccount, region: str) -> None:
+        self.account = account
+        self.region = region
+        self.project = project_of(account)
+
+    def client(self, client_class: type) -> Any:
+        return client_for(self.account, client_class)
+
+    # ---- helpers ----------------------------------------------------------------------------
+    def _labels(self, ctx: StepContext, role: str) -> dict[str, str]:
+        return gce_labels({**ctx.tags, "zopday:role": role})
+
+    def _existing(self, ctx: StepContext, find: Callable[[], Any]) -> Any:
+        """What an earlier attempt of this step made, or None (no lookup on a first attempt)."""
+        if ctx.first_attempt:
+            return None
+        return not_found(find)
+
+    def _record(self, config: InfraConfig, ctx: StepContext, kind: str, value: str) -> str:
+        if config.resources.get(kind) != value:
+            config.resources[kind] = value
+            ctx.save()
+        return value
+
+    def _done(self, ctx: StepContext, operation: Any, timeout: float = SETTLE_TIMEOUT) -> None:
+        wait_operation(
+            self.account, self.project, operation, heartbeat=ctx.heartbeat, timeout=timeout
+        )
+
+    def _make(self, ctx: StepContext, insert: Callable[[], Any]) -> bool:
+        """Insert and wait; False when the resource existed already."""
+        operation = exists_already(insert)
+        if operation is None:
+            return False
+        self._done(ctx, operation)
+        return True
+
+    def _delete(self, ctx: StepContext, delete: Callable[[], Any]) -> bool:
+        """Delete and wait; False when there was nothing to delete."""
+        operation = not_found(delete)
+        if operation is None:
+            return False
+        self._done(ctx, operation)
+        return True
+
+    def _instance(self, zone: str, name: str) -> compute_v1.Instance | None:
+        instances = self.client(compute_v1.InstancesClient)
+        found: compute_v1.Instance | None = not_found(
+            partial(instances.get, project=self.project, zone=zone, instance=name)
+        )
+        return found
+
+    def _link(self, path: str) -> str:
+        return f"projects/{self.project}/{path}"
+
+    def _zones(self) -> list[str]:
+        region = not_found(
+            lambda: self.client(compute_v1.RegionsClient).get(
+                project=self.project, region=self.region
+            )
+        )
+        if region is None:
+            raise CloudError(f"The region {self.region} does not exist in GCP.")
+        zones = sorted(short(zone) for zone in region.zones)
+        if not zones:
+            raise CloudError(f"The region {self.region} has no zones.")
+        return zones
+
+    def _wait(self, ctx: StepContext, what: str, done: Callable[[], bool], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        interval = min(settings.ZOPDAY_PROVISIONING_POLL_SECONDS, 2.0)
+        while not done():
+            if time.monotonic() > deadline:
+                raise CloudError(f"Timed out after {int(timeout)} s waiting for {what}.")
+            ctx.heartbeat()
+            time.sleep(interval)
+
+    # ---- connection and validation ----------------------------------------------------------
+    @mapped
+    def check_connection(self) -> str:
+        email = key_info(self.account)["client_email"]
+        zones = self._zones()
+        return (
+            f"Connected as {email} (project {self.project}); {len(zones)} zones in {self.region}."
+        )
+
+    @mapped
+    def validate(self, config: InfraConfig, ctx: StepContext) -> str:
+        zones = self._zones()
+        config.resources["zones"] = ",".join(zones)
+        ctx.log(f"credentials valid; zones: {', '.join(zones)}")
+        if config.network_mode == NetworkMode.EXISTING:
+            network = not_found(
+                lambda: self.client(compute_v1.NetworksClient).get(
+                    project=self.project, network=config.existing_vpc_id
+                )
+            )
+            if network is None:
+                raise CloudError(
+                    f"The network {config.existing_vpc_id} does not exist in project "
+                    f"{self.project}."
+                )
+            subnetwork = not_found(
+                lambda: self.client(compute_v1.SubnetworksClient).get(
+                    project=self.project,
+                    region=self.region,
+                    subnetwork=config.existing_subnet_id,
+                )
+            )
+            if subnetwork is None:
+                raise CloudError(
+                    f"The subnetwork {config.existing_subnet_id} does not exist in {self.region}."
+                )
+            if short(subnetwork.network) != short(network.self_link):
+                raise CloudError(
+                    f"The subnetwork {config.existing_subnet_id} is in the network "
+                    f"{short(subnetwork.network)}, not in {config.existing_vpc_id}."
+                )
+            ctx.log(
+                f"existing network {config.existing_vpc_id}, subnetwork {config.existing_subnet_id}"
+            )
+        if not config.image_id:
+            project, family = DEFAULT_IMAGE
+            image = self.client(compute_v1.ImagesClient).get_from_family(
+                project=project, family=family
+            )
+            config.image_id = f"projects/{project}/global/images/{image.name}"
+            ctx.log(f"image {config.image_id} (family {family})")
+        ctx.save()
+        return f"Credentials, region {self.region} and image {short(config.image_id)} checked."
+
+    # ---- network ----------------------------------------------------------------------------
+    @mapped
+    def create_network(self, config: InfraConfig, ctx: StepContext) -> str:
+        """1. a custom-mode VPC network 2. the private subnetwork (Private Google Access on)
+        3. a Cloud Router with Cloud NAT: egress only, the VMs have no public address."""
+        if config.network_mode == NetworkMode.EXISTING:
+            config.resources["vpc"] = self._link(f"global/networks/{config.existing_vpc_id}")
+            config.resources["private_subnet"] = self._link(
+                f"regions/{self.region}/subnetworks/{config.existing_subnet_id}"
+            )
+            config.created_network = False
+            ctx.save()
+            return f"Using the existing network {config.existing_vpc_id}; it is left untouched."
+        config.created_network = True
+        networks = self.client(compute_v1.NetworksClient)
+        name = ctx.resource_name("net")
+        if self._existing(ctx, lambda: networks.get(project=self.project, network=name)) is None:
+            made = self._make(
+                ctx,
+                lambda: networks.insert_unary(
+                    project=self.project,
+                    network_resource=compute_v1.Network(
+                        name=name,
+                        auto_create_subnetworks=False,
+                        description=f"ZopDay {ctx.name}",
+                        routing_config=compute_v1.NetworkRoutingConfig(routing_mode="REGIONAL"),
+                    ),
+                ),
+            )
+            if made:
+                ctx.log(f"created network {name}")
+        network = self._record(config, ctx, "vpc", self._link(f"global/networks/{name}"))
+
+        subnetworks = self.client(compute_v1.SubnetworksClient)
+        subnet_name = ctx.resource_name("subnet")
+        block = str(next(ipaddress.ip_network(config.vpc_cidr).subnets(new_prefix=24)))
+        found = self._existing(
+            ctx,
+            lambda: subnetworks.get(
+                project=self.project, region=self.region, subnetwork=subnet_name
+            ),
+        )
+        if found is None:
+            made = self._make(
+                ctx,
+                lambda: subnetworks.insert_unary(
+                    project=self.project,
+                    region=self.region,
+                    subnetwork_resource=compute_v1.Subnetwork(
+                        name=subnet_name,
+                        network=network,
+                        ip_cidr_range=block,
+                        private_ip_google_access=True,
+                        description=f"ZopDay {ctx.name}: the VMs",
+                    ),
+                ),
+            )
+            if made:
+                ctx.log(f"created subnetwork {subnet_name} ({block})")
+        self._record(
+            config,
+            ctx,
+            "private_subnet",
+            self._link(f"regions/{self.region}/subnetworks/{subnet_name}"),
+        )
+
+        routers = self.client(compute_v1.RoutersClient)
+        router_name = ctx.resource_name("router")
+        found = self._existing(
+            ctx, lambda: routers.get(project=self.project, region=self.region, router=router_name)
+        )
+        if found is None:
+            nat = compute_v1.RouterNat(
+                name=ctx.resource_name("nat"),
+                nat_ip_allocate_option="AUTO_ONLY",
+                source_subnetwork_ip_ranges_to_nat="ALL_SUBNETWORKS_ALL_IP_RANGES",
+            )
+            made = self._make(
+                ctx,
+                lambda: routers.insert_unary(
+                    project=self.project,
+                    region=self.region,
+                    router_resource=compute_v1.Router(
+                        name=router_name, network=network, nats=[nat]
+                    ),
+                ),
+            )
+            if made:
+                ctx.log(f"created Cloud Router {router_name} with Cloud NAT")
+        self._record(config, ctx, "nat_router", router_name)
+        return f"Network {name} with a private subnetwork {block} and Cloud NAT egress."
+
+    # ---- IAM --------------------------------------------------------------------------------
+    def _service_account_id(self, ctx: StepContext) -> str:
+        return f"zopday-{ctx.token}"
+
+    @mapped
+    def create_iam(self, config: InfraConfig, ctx: StepContext) -> str:
+        """The VMs' own service account, with no roles: it identifies them to the OS Config
+        agent and grants nothing else."""
+        account_id = self._service_account_id(ctx)
+        email = f"{account_id}@{self.project}.iam.gserviceaccount.com"
+        found = self._existing(
+            ctx,
+            lambda: iam_call(
+                self.account, "GET", f"projects/{self.project}/serviceAccounts/{email}"
+            ),
+        )
+        if found is None:
+            try:
+                iam_call(
+                    self.account,
+                    "POST",
+                    f"projects/{self.project}/serviceAccounts",
+                    json={
+                        "accountId": account_id,
+                        "serviceAccount": {"displayName": f"ZopDay VMs of {ctx.name}"},
+                    },
+                )
+                ctx.log(f"created service account {email}")
+            except CloudError as error:
+                if error.code not in {"ALREADY_EXISTS", "409"}:
+                    raise
+        self._record(config, ctx, "service_account", email)
+        return f"Service account {email} (no roles; exec through IAP and OS Login)."
+
+    # ---- instance template ------------------------------------------------------------------
+    def _network_tag(self, ctx: StepContext) -> str:
+        return f"zopday-{ctx.token}"
+
+    @mapped
+    def create_launch_template(self, config: InfraConfig, ctx: StepContext, user_data: str) -> str:
+        """Firewall rules for the job's VMs: all ingress denied, whatever else the network
+        allows, but port 22 from IAP's proxies. Then the instance template: the user data, the
+        service account, OS Login, Shielded VM, no public address and no SSH keys."""
+        firewalls = self.client(compute_v1.FirewallsClient)
+        rule = ctx.resource_name("deny-in")
+        if self._existing(ctx, lambda: firewalls.get(project=self.project, firewall=rule)) is None:
+            made = self._make(
+                ctx,
+                lambda: firewalls.insert_unary(
+                    project=self.project,
+                    firewall_resource=compute_v1.Firewall(
+                        name=rule,
+                        network=config.resources["vpc"],
+                        direction="INGRESS",
+                        priority=1000,
+                        source_ranges=["0.0.0.0/0"],
+                        target_tags=[self._network_tag(ctx)],
+                        denied=[compute_v1.Denied(I_p_protocol="all")],
+                        description="ZopDay VMs: no inbound except from the job's load balancer",
+                    ),
+                ),
+            )
+            if made:
+                ctx.log(f"created firewall rule {rule} (deny all ingress)")
+        self._record(config, ctx, "security_group", rule)
+        iap = ctx.resource_name("iap-ssh")
+        if self._existing(ctx, lambda: firewalls.get(project=self.project, firewall=iap)) is None:
+            made = self._make(
+                ctx,
+                lambda: firewalls.insert_unary(
+                    project=self.project,
+                    firewall_resource=compute_v1.Firewall(
+                        name=iap,
+                        network=config.resources["vpc"],
+                        direction="INGRESS",
+                        priority=900,
+                        source_ranges=[IAP_RANGE],
+                        target_tags=[self._network_tag(ctx)],
+                        allowed=[compute_v1.Allowed(I_p_protocol="tcp", ports=["22"])],
+                        description="ZopDay VMs: SSH only through IAP, gated by IAM and OS Login",
+                    ),
+                ),
+            )
+            if made:
+                ctx.log(f"created firewall rule {iap} (port 22 from IAP's proxies only)")
+
+        templates = self.client(compute_v1.InstanceTemplatesClient)
+        name = ctx.resource_name("tpl")
+        found = self._existing(
+            ctx, lambda: templates.get(project=self.project, instance_template=name)
+        )
+        if found is None:
+            made = self._make(
+                ctx,
+                lambda: templates.insert_unary(
+                    project=self.project,
+                    instance_template_resource=compute_v1.InstanceTemplate(
+                        name=name,
+                        description=f"ZopDay {ctx.name}",
+                        properties=self._properties(config, ctx, user_data),
+                    ),
+                ),
+            )
+            if made:
+                ctx.log(f"created instance template {name}")
+        template = self._record(
+            config, ctx, "launch_template", self._link(f"global/instanceTemplates/{name}")
+        )
+        return f"Instance template {short(template)} with firewall rule {rule}."
+
+    def _properties(
+        self, config: InfraConfig, ctx: StepContext, user_data: str
+    ) -> compute_v1.InstanceProperties:
+        metadata = {
+            "user-data": user_data,
+            "enable-oslogin": "TRUE",
+            "enable-osconfig": "TRUE",
+            "enable-guest-attributes": "TRUE",
+            "block-project-ssh-keys": "TRUE",
+        }
+        return compute_v1.InstanceProperties(
+            machine_type=config.instance_type,
+            labels=self._labels(ctx, "vm"),
+            tags=compute_v1.Tags(items=[self._network_tag(ctx)]),
+            disks=[
+                compute_v1.AttachedDisk(
+                    boot=True,
+                    auto_delete=True,
+                    type_="PERSISTENT",
+                    initialize_params=compute_v1.AttachedDiskInitializeParams(
+                        source_image=config.image_id,
+                        disk_size_gb=config.disk_gb,
+                        disk_type="pd-balanced",
+                        labels=self._labels(ctx, "volume"),
+                    ),
+                )
+            ],
+            network_interfaces=[
+                compute_v1.NetworkInterface(
+                    network=config.resources["vpc"],
+                    subnetwork=config.resources["private_subnet"],
+                )  # no access config: no public address
+            ],
+            service_accounts=[
+                compute_v1.ServiceAccount(
+                    email=config.resources["service_account"], scopes=[CLOUD_PLATFORM]
+                )
+            ],
+            metadata=compute_v1.Metadata(
+                items=[compute_v1.Items(key=k, value=v) for k, v in metadata.items()]
+            ),
+            shielded_instance_config=compute_v1.ShieldedInstanceConfig(
+                enable_secure_boot=True, enable_vtpm=True, enable_integrity_monitoring=True
+            ),
+        )
+
+    # ---- VMs --------------------------------------------------------------------------------
+    def _zone_list(self, config: InfraConfig) -> list[str]:
+        return [z for z in config.resources.get("zones", "").split(",") if z] or self._zones()
+
+    def _fixed_names(self, config: InfraConfig, ctx: StepContext) -> list[tuple[str, str]]:
+        """(name, zone) of each VM of a fixed pool: spread over the region's zones."""
+        zones = self._zone_list(config)
+        return [
+            (ctx.resource_name(f"vm-{n}"), zones[(n - 1) % len(zones)])
+            for n in range(1, config.instance_count + 1)
+        ]
+
+    def _remember_vms(self, config: InfraConfig, found: list[compute_v1.Instance]) -> None:
+        known = {vm.instance_id: vm for vm in config.vms}
+        config.vms = [
+            known.get(instance.name)
+            or VmRecord(
+                instance_id=instance.name,
+                state=VmState.LAUNCHING,
+                private_ip=_private_ip(instance),
+                zone=short(instance.zone),
+            )
+            for instance in found
+        ]
+
+    @mapped
+    def create_vms(self, config: InfraConfig, ctx: StepContext) -> str:
+        """Fixed: the missing instances from the template. ASG: a regional managed instance
+        group of the desired size, with an autoscaler between min and max when they differ."""
+        template = config.resources["launch_template"]
+        if config.pool_mode == PoolMode.FIXED:
+            found = self._launch_fixed(config, ctx, template)
+        else:
+            found = self._create_group(config, ctx, template)
+        self._remember_vms(config, found)
+        ctx.save()
+        return f"{len(found)} VM(s): {', '.join(i.name for i in found)}."
+
+    def _launch_fixed(
+        self, config: InfraConfig, ctx: StepContext, template: str
+    ) -> list[compute_v1.Instance]:
+        """Insert every missing VM, then wait for all the inserts: they run side by side."""
+        instances = self.client(compute_v1.InstancesClient)
+        names = self._fixed_names(config, ctx)
+        launching = []
+        for name, zone in names:
+            if not ctx.first_attempt and self._instance(zone, name) is not None:
+                continue
+            insert = partial(
+                instances.insert_unary,
+                compute_v1.InsertInstanceRequest(
+                    project=self.project,
+                    zone=zone,
+                    source_instance_template=template,
+                    instance_resource=compute_v1.Instance(
+                        name=name, labels=self._labels(ctx, "vm")
+                    ),
+                ),
+            )
+            if (operation := exists_already(insert)) is not None:
+                launching.append((name, zone, operation))
+        for name, zone, operation in launching:
+            self._done(ctx, operation)
+            ctx.log(f"launched {name} in {zone}")
+        return [
+            instances.get(project=self.project, zone=zone, instance=name) for name, zone in names
+        ]
+
+    def _create_group(
+        self, config: InfraConfig, ctx: StepContext, template: str
+    ) -> list[compute_v1.Instance]:
+        groups = self.client(compute_v1.RegionInstanceGroupManagersClient)
+        name = ctx.resource_name("mig")
+        found = self._existing(
+            ctx,
+            lambda: groups.get(
+                project=self.project, region=self.region, instance_group_manager=name
+            ),
+        )
+        if found is None:
+            made = self._make(
+                ctx,
+                lambda: groups.insert_unary(
+                    project=self.project,
+                    region=self.region,
+                    instance_group_manager_resource=compute_v1.InstanceGroupManager(
+                        name=name,
+                        base_instance_name=ctx.resource_name("vm"),
+                        instance_template=template,
+                        target_size=config.asg_desired,
+                        description=f"ZopDay {ctx.name}",
+                    ),
+                ),
+            )
+            if made:
+                ctx.log(f"created managed instance group {name} (size {config.asg_desired})")
+        group = self._record(
+            config, ctx, "asg", self._link(f"regions/{self.region}/instanceGroupManagers/{name}")
+        )
+        if config.asg_min != config.asg_max:
+            self._ensure_autoscaler(config, ctx, group)
+        members: list[compute_v1.Instance] = []
+
+        def group_full() -> bool:
+            nonlocal members
+            members = self._group_members(name)
+            return len(members) >= config.asg_desired
+
+        self._wait(ctx, f"{name} to create its instances", group_full, SETTLE_TIMEOUT)
+        return members
+
+    def _ensure_autoscaler(self, config: InfraConfig, ctx: StepContext, group: str) -> None:
+        autoscalers = self.client(compute_v1.RegionAutoscalersClient)
+        name = ctx.resource_name("scaler")
+        found = self._existing(
+            ctx, lambda: autoscalers.get(project=self.project, region=self.region, autoscaler=name)
+        )
+        if found is None:
+            made = self._make(
+                ctx,
+                lambda: autoscalers.insert_unary(
+                    project=self.project,
+                    region=self.region,
+                    autoscaler_resource=compute_v1.Autoscaler(
+                        name=name,
+                        target=group,
+                        autoscaling_policy=compute_v1.AutoscalingPolicy(
+                            min_num_replicas=config.asg_min,
+                            max_num_replicas=config.asg_max,
+                            mode="ON",
+                            cpu_utilization=compute_v1.AutoscalingPolicyCpuUtilization(
+                                utilization_target=0.6
+                            ),
+                        ),
+                    ),
+                ),
+            )
+            if made:
+                ctx.log(f"created autoscaler {name} (min {config.asg_min}, max {config.asg_max})")
+        self._record(config, ctx, "autoscaler", name)
+
+    def _group_members(self, group: str) -> list[compute_v1.Instance]:
+        managed = self.client(compute_v1.RegionInstanceGroupManagersClient).list_managed_instances(
+            project=self.project, region=self.region, instance_group_manager=group
+        )
+        members = []
+        for item in managed:
+            if not item.instance or item.current_action == "DELETING":
+                continue
+            zone = item.instance.split("/zones/")[1].split("/")[0]
+            instance = self._instance(zone, short(item.instance))
+            if instance is not None:
+                members.append(instance)
+        return sorted(members, key=lambda i: i.name)
+
+    @mapped
+    def wait_until_ready(self, config: InfraConfig, ctx: StepContext) -> str:
+        """Read every running VM's guest attribute zopday/bootstrap, which the user data sets
+        once the sentinel is written, until all have it or the timeout passes."""
+        timeout = settings.ZOPDAY_PROVISIONING_READY_TIMEOUT
+        deadline = time.monotonic() + timeout
+        while True:
+            for vm in [vm for vm in config.vms if vm.state != VmState.READY]:
+                instance = self._instance(vm.zone, vm.instance_id)
+                if instance is None or instance.status != "RUNNING":
+                    continue
+                vm.state = VmState.BOOTSTRAPPING
+                if self._bootstrapped(vm):
+                    vm.state = VmState.READY
+                    vm.ready_at = datetime.now(UTC).isoformat()
+                    ctx.log(f"{vm.instance_id}: sentinel {config.sentinel_path} present")
+            ctx.save()
+            if all(vm.state == VmState.READY for vm in config.vms):
+                break
+            if time.monotonic() > deadline:
+                waiting = ", ".join(vm.instance_id for vm in config.vms if vm.state != "ready")
+                raise CloudError(
+                    f"Timed out after {timeout} s waiting for the bootstrap sentinel "
+                    f"{config.sentinel_path} on {waiting}. cloud-init may still be installing "
+                    "Docker or may have failed: open a shell through IAP with OS Login "
+                    "and read /var/log/cloud-init-output.log."
+                )
+            ctx.heartbeat()
+            time.sleep(settings.ZOPDAY_PROVISIONING_POLL_SECONDS)
+        return f"{len(config.vms)} VM(s) ready (sentinel reported as a guest attribute)."
+
+    def _bootstrapped(self, vm: VmRecord) -> bool:
+        attributes = not_found(
+            lambda: self.client(compute_v1.InstancesClient).get_guest_attributes(
+                compute_v1.GetGuestAttributesInstanceRequest(
+                    project=self.project,
+                    zone=vm.zone,
+                    instance=vm.instance_id,
+                    query_path=f"{GUEST_NAMESPACE}/",
+                )
+            )
+        )
+        if attributes is None:
+            return False
+        return any(
+            item.key == GUEST_KEY and item.value == "ready" for item in attributes.query_value.items
+        )
+
+    # ---- load balancer ----------------------------------------------------------------------
+    def _no_load_balancer(self, *args: object) -> str:
+        raise CloudError(GCP_LOAD_BALANCER_NEXT, code="Invalid")
+
+    create_load_balancer = _no_load_balancer
+    create_target_group = _no_load_balancer
+    create_listener = _no_load_balancer
+    create_dns_record = _no_load_balancer
+    update_health_check = _no_load_balancer
+
+    def detach_load_balancer(self, config: InfraConfig, ctx: StepContext) -> str:
+        return "No load balancer was attached."
+
+    # ---- teardown ---------------------------------------------------------------------------
+    @mapped
+    def delete_vms(self, config: InfraConfig, ctx: StepContext) -> str:
+        """MIG: the autoscaler goes, the group is resized to 0, then deleted. Fixed: every VM
+        of the job is deleted, with its boot disk."""
+        groups = self.client(compute_v1.RegionInstanceGroupManagersClient)
+        group = ctx.resource_name("mig")
+        self._delete(
+            ctx,
+            lambda: self.client(compute_v1.RegionAutoscalersClient).delete_unary(
+                project=self.project,
+                region=self.region,
+                autoscaler=ctx.resource_name("scaler"),
+            ),
+        )
+        resized = not_found(
+            lambda: groups.resize_unary(
+                project=self.project,
+                region=self.region,
+                instance_group_manager=group,
+                size=0,
+            )
+        )
+        if resized is not None:
+            self._done(ctx, resized)
+            ctx.log(f"{group}: size 0")
+            self._delete(
+                ctx,
+                lambda: groups.delete_unary(
+                    project=self.project,
+                    region=self.region,
+                    instance_group_manager=group,
+                ),
+            )
+            ctx.log(f"deleted managed instance group {group}")
+        instances = self.client(compute_v1.InstancesClient)
+        # The recorded VMs, and for a fixed pool every name it may have made (an attempt cut
+        # short may have launched a VM it never recorded).
+        names = {vm.instance_id: vm.zone for vm in config.vms if vm.zone}
+        if config.pool_mode == PoolMode.FIXED:
+            names.update(self._fixed_names(config, ctx))
+        deleted = []
+        for name, zone in sorted(names.items()):
+            delete = partial(instances.delete_unary, project=self.project, zone=zone, instance=name)
+            if self._delete(ctx, delete):
+                deleted.append(name)
+        if deleted:
+            ctx.log(f"deleted {', '.join(deleted)}")
+        for vm in config.vms:
+            vm.state = VmState.TERMINATED
+        config.resources.pop("asg", None)
+        config.resources.pop("autoscaler", None)
+        ctx.save()
+        return f"Deleted {len(deleted)} VM(s)." if deleted else "No VMs were left."
+
+    @mapped
+    def delete_launch_template(self, config: InfraConfig, ctx: StepContext) -> str:
+        deleted = self._delete(
+            ctx,
+            lambda: self.client(compute_v1.InstanceTemplatesClient).delete_unary(
+                project=self.project, instance_template=ctx.resource_name("tpl")
+            ),
+        )
+        config.resources.pop("launch_template", None)
+        ctx.save()
+        return "Deleted the instance template." if deleted else "No instance template to delete."
+
+    @mapped
+    def delete_security_group(self, config: InfraConfig, ctx: StepContext) -> str:
+        """Every firewall rule named for the job."""
+        firewalls = self.client(compute_v1.FirewallsClient)
+        prefix = ctx.resource_name("")
+        rules = [
+            rule.name
+            for rule in firewalls.list(
+                compute_v1.ListFirewallsRequest(
+                    project=self.project, filter=f'name eq "{prefix}.*"'
+                )
+            )
+            if rule.name.startswith(prefix)
+        ]
+        for name in rules:
+            self._delete(ctx, partial(firewalls.delete_unary, project=self.project, firewall=name))
+        config.resources.pop("security_group", None)
+        ctx.save()
+        return f"Deleted {len(rules)} firewall rule(s)."
+
+    @mapped
+    def delete_iam(self, config: InfraConfig, ctx: StepContext) -> str:
+        email = f"{self._service_account_id(ctx)}@{self.project}.iam.gserviceaccount.com"
+        found = iam_call(self.account, "DELETE", f"projects/{self.project}/serviceAccounts/{email}")
+        config.resources.pop("service_account", None)
+        ctx.save()
+        return (
+            f"Deleted the service account {email}."
+            if found is not None
+            else ("No service account left.")
+        )
+
+    @mapped
+    def delete_network(self, config: InfraConfig, ctx: StepContext) -> str:
+        """Only what the job named: an existing network is never the job's, so it stays."""
+        done = [
+            self._delete(
+                ctx,
+                lambda: self.client(compute_v1.RoutersClient).delete_unary(
+                    project=self.project,
+                    region=self.region,
+                    router=ctx.resource_name("router"),
+                ),
+            ),
+            self._delete(
+                ctx,
+                lambda: self.client(compute_v1.SubnetworksClient).delete_unary(
+                    project=self.project,
+                    region=self.region,
+                    subnetwork=ctx.resource_name("subnet"),
+                ),
+            ),
+            self._delete(
+                ctx,
+                lambda: self.client(compute_v1.NetworksClient).delete_unary(
+                    project=self.project,
+                    network=ctx.resource_name("net"),
+                ),
+            ),
+        ]
+        for kind in ("vpc", "private_subnet", "nat_router"):
+            config.resources.pop(kind, None)
+        ctx.save()
+        if not config.created_network:
+            return "The existing network was left untouched."
+        return (
+            f"Deleted the network {ctx.resource_name('net')}."
+            if any(done)
+            else ("No network left.")
+        )
+
+    @mapped
+    def describe_vms(self, config: InfraConfig, ctx: StepContext) -> list[dict[str, str]]:
+        """The job's VMs as GCE reports them now, in the console's words."""
+        described = []
+        for vm in config.vms:
+            instance = self._instance(vm.zone, vm.instance_id)
+            if instance is not None:
+                described.append(describe(instance))
+        return described
+
+
+def _private_ip(instance: compute_v1.Instance) -> str:
+    interfaces = list(instance.network_interfaces)
+    return str(interfaces[0].network_i_p) if interfaces else ""
+
+
+def describe(instance: compute_v1.Instance) -> dict[str, str]:
+    return {
+        "instance_id": instance.name,
+        "state": VM_STATES.get(instance.status, instance.status.lower()),
+        "private_ip": _private_ip(instance),
+        "zone": short(instance.zone),
+        "instance_type": short(instance.machine_type),
+        "public_ip": "",
+    }

@@ -1,5 +1,7 @@
 """Cloud accounts: create them (the secret encrypted at rest) and test their connection."""
 
+import json
+
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -10,8 +12,10 @@ from instances.actions import Allowed, require
 from instances.choices import Outcome, Role
 from instances.models import Project
 from instances.services import audit_record
+from provisioning.choices import Provider
 from provisioning.models import CloudAccount
 from provisioning.providers import CloudError, provider_for
+from provisioning.validation import GCP_PROJECT, region_error, service_account_key_problem
 
 
 def account_create(
@@ -24,16 +28,31 @@ def account_create(
     access_key_id: str = "",
     secret_access_key: str = "",
     role_arn: str = "",
+    service_account_key: str = "",
+    gcp_project: str = "",
     endpoint_url: str = "",
     sandbox: bool = False,
 ) -> CloudAccount:
+    """AWS: access keys (and/or a role). GCP: a service account key, whose client email is kept
+    as the access key id, and the project (the key's own unless another is named)."""
     if actor is not None:
         role = project_role(actor, project)
         require(Allowed(bool(role and role.allows(Role.ADMIN)), "Needs the admin role."))
     if CloudAccount.objects.filter(project=project, name=name).exists():
         raise ValidationError({"name": "The project already has an account with this name."})
-    if not role_arn and not (access_key_id and secret_access_key):
-        raise ValidationError({"access_key_id": "Give an access key and its secret, or a role."})
+    if provider == Provider.GCP:
+        access_key_id, secret_access_key, gcp_project = _gcp_credentials(
+            service_account_key, gcp_project
+        )
+    elif provider == Provider.AWS:
+        if not role_arn and not (access_key_id and secret_access_key):
+            raise ValidationError(
+                {"access_key_id": "Give an access key and its secret, or a role."}
+            )
+    else:
+        raise ValidationError({"provider": "Choose AWS or GCP."})
+    if message := region_error(provider, default_region):
+        raise ValidationError({"default_region": message})
     account = CloudAccount(
         project=project,
         name=name,
@@ -41,6 +60,7 @@ def account_create(
         default_region=default_region,
         access_key_id=access_key_id,
         role_arn=role_arn,
+        gcp_project=gcp_project,
         endpoint_url=endpoint_url,
         sandbox=sandbox,
     )
@@ -50,6 +70,23 @@ def account_create(
         account.save()
         audit_record(actor=actor, action="cloud_account.create", project=project, target=account)
     return account
+
+
+def _gcp_credentials(key: str, project: str) -> tuple[str, str, str]:
+    """(client email, key, project) of a pasted service account key, or the field's error."""
+    key = key.strip()
+    if not key:
+        raise ValidationError({"service_account_key": "Paste the service account key (JSON)."})
+    if problem := service_account_key_problem(key):
+        raise ValidationError({"service_account_key": problem})
+    info = json.loads(key)
+    project = project.strip() or str(info.get("project_id", ""))
+    if not GCP_PROJECT.match(project):
+        raise ValidationError(
+            {"gcp_project": "Give the GCP project id, such as my-project-123 (6-30 lowercase "
+             "letters, digits and hyphens)."}
+        )  # fmt: skip
+    return str(info["client_email"]), key, project
 
 
 def account_check(*, account: CloudAccount, actor: AbstractBaseUser) -> CloudAccount:

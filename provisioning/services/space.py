@@ -8,10 +8,8 @@ from instances.models import Instance
 from provisioning.choices import JobStatus, PoolMode
 from provisioning.infra import InfraConfig
 from provisioning.models import JobInstance, ProvisioningJob
-from provisioning.prices import INSTANCE_SIZES
+from provisioning.prices import machine_size
 from provisioning.providers.base import CloudError
-
-BACKEND = "aws"
 
 
 def stop_refusal(job: ProvisioningJob) -> str:
@@ -25,8 +23,10 @@ def stop_refusal(job: ProvisioningJob) -> str:
 
 
 def space_register(*, job: ProvisioningJob, config: InfraConfig, vms: list[dict[str, str]]) -> str:
-    """Add (or refresh) one instance row per VM, backend "aws", named <job name>-<n>."""
-    vcpus, memory = INSTANCE_SIZES.get(config.instance_type, (1, 1))
+    """Add (or refresh) one instance row per VM, named <job name>-<n>, on the backend named
+    for the job's cloud ("aws", "gcp")."""
+    backend = job.provider
+    vcpus, memory = machine_size(job.provider, config.instance_type)
     described = {vm["instance_id"]: vm for vm in vms}
     with transaction.atomic():
         for number, vm in enumerate(config.vms, start=1):
@@ -41,8 +41,8 @@ def space_register(*, job: ProvisioningJob, config: InfraConfig, vms: list[dict[
                     name=f"{job.name}-{number}",
                     defaults={
                         "zone": vm.zone[:32] or job.region,
-                        "backend": BACKEND,
-                        "host": f"{BACKEND}:{job.region}",
+                        "backend": backend,
+                        "host": f"{backend}:{job.region}",
                         "vcpus": vcpus,
                         "memory_gb": memory,
                     },
@@ -53,7 +53,7 @@ def space_register(*, job: ProvisioningJob, config: InfraConfig, vms: list[dict[
                         f"{instance.name}: rename it, or create the job under another name."
                     )
             instance.power_state = PowerState.RUNNING if running else PowerState.STOPPED
-            # The page shows the EC2 id, address and job from the aws backend's facts; the
+            # The page shows the cloud's id, address and job from the backend's facts; the
             # power message is for what went wrong.
             instance.power_message = ""
             instance.state_changed_at = timezone.now()
@@ -75,9 +75,10 @@ def space_register(*, job: ProvisioningJob, config: InfraConfig, vms: list[dict[
 
 
 def _adoptable(instance: Instance, job: ProvisioningJob) -> bool:
-    """An instance row of this name may stand for the job's VM: an aws one that no other live
-    job holds (one this job registered before, whose config lost the id in a failed attempt)."""
-    if instance.backend != BACKEND:
+    """An instance row of this name may stand for the job's VM: one of its cloud that no other
+    live job holds (one this job registered before, whose config lost the id in a failed
+    attempt)."""
+    if instance.backend != job.provider:
         return False
     link = JobInstance.objects.filter(instance=instance).select_related("job").first()
     return link is None or link.job_id == job.pk or link.job.status == JobStatus.DELETED
@@ -86,7 +87,7 @@ def _adoptable(instance: Instance, job: ProvisioningJob) -> bool:
 def space_unregister(*, job: ProvisioningJob, config: InfraConfig) -> None:
     """The VMs are gone: remove their instance rows (and with them their links to the job)."""
     ids = [vm.console_instance_id for vm in config.vms if vm.console_instance_id]
-    Instance.objects.filter(pk__in=ids, project=job.project, backend=BACKEND).delete()
+    Instance.objects.filter(pk__in=ids, project=job.project, backend=job.provider).delete()
     for vm in config.vms:
         vm.console_instance_id = None
     config.space = {}

@@ -20,6 +20,7 @@ from instances.services.observed import instance_power_observe
 from provisioning.choices import JOB_TRANSITIONAL, JobStatus, Provider, VmState
 from provisioning.infra import InfraConfig
 from provisioning.models import ProvisioningJob
+from provisioning.providers.base import CloudError
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +104,7 @@ def _claim_refresh(job_id: int) -> bool:
 
 
 def job_vms_refresh(*, job: ProvisioningJob) -> list[str]:
-    """Read the job's registered VMs from the cloud in one call and record what it says.
+    """Read the job's registered VMs from the cloud and record what it says.
 
     1. Read the instance rows and the recorded lifecycle states first, then ask the cloud: a
        power operation that settles in between makes the writes below skip that VM.
@@ -114,22 +115,28 @@ def job_vms_refresh(*, job: ProvisioningJob) -> list[str]:
        instance in a power operation, is left alone.
     Returns the cloud ids whose lifecycle state changed.
     """
-    from provisioning.backends.aws import describe_vms, gone_message, target_health
+    from provisioning.backends import backend_class
 
     config = InfraConfig.from_json(job.config)
     vms = [vm for vm in config.vms if vm.console_instance_id]
     if not vms:
         return []
     instances = (
-        Instance.objects.filter(backend="aws")
+        Instance.objects.filter(backend=job.provider)
         .select_related("project")
         .in_bulk([vm.console_instance_id for vm in vms])
     )
     expected = {vm.instance_id: vm.state for vm in vms}
-    described = describe_vms(job.account, job.region, list(expected))
+    backend = backend_class(job.provider)
+    try:
+        described = backend.describe(job.account, job, vms)
+    except CloudError as error:
+        raise BackendError(error.message, retryable=error.retryable) from error
     group = config.resources.get("target_group") if config.load_balancer else None
     health: dict[str, tuple[str, str]] | None = {}
     if group:
+        from provisioning.backends.aws import target_health
+
         try:
             health = target_health(job.account, job.region, group)
         except BackendError as error:  # the VMs' own states are recorded all the same
@@ -157,7 +164,7 @@ def job_vms_refresh(*, job: ProvisioningJob) -> list[str]:
                 instance=instance,
                 state=PowerState.FAILED,
                 last_exit=LastExit(cloud.exit_kind.value) if cloud else LastExit.NONE,
-                message=gone_message(job, vm.instance_id, cloud),
+                message=backend.gone_message(job, vm.instance_id, cloud),
             )
         elif cloud.state == "stopped":
             instance_power_observe(
@@ -171,11 +178,11 @@ def job_vms_refresh(*, job: ProvisioningJob) -> list[str]:
 
 
 def jobs_refresh_vms() -> list[int]:
-    """Periodic (beat): refresh the VMs of every landed AWS job that is due; the ids of the
+    """Periodic (beat): refresh the VMs of every landed AWS or GCP job that is due; the ids of the
     jobs refreshed. A cloud that does not answer is logged and asked again next time."""
     refreshed = []
     jobs = ProvisioningJob.objects.filter(
-        provider=Provider.AWS, status__in=REFRESHED_STATUSES
+        provider__in=[Provider.AWS, Provider.GCP], status__in=REFRESHED_STATUSES
     ).select_related("account")
     for job in jobs:
         if not _claim_refresh(job.pk):

@@ -93,7 +93,7 @@ def test_azure_in_the_wizard_answers_the_clean_invalid_stub(client_for, account)
     response = client_for("operator").post(
         url("provider"), {"name": "x", "provider": "gcp", "account": account.pk, "action": "next"}
     )
-    assert "GCP provisioning arrives next" in response.content.decode()
+    assert "This account is on AWS: choose a GCP account" in response.content.decode()
 
 
 def test_review_creates_the_job_and_the_progress_polls_slowly_when_done(client_for, account):
@@ -181,6 +181,7 @@ def test_state_never_changes_on_get(client_for, make_job):
 def test_admins_add_accounts_with_the_secret_encrypted(client_for, project):
     data = {
         "name": "Prod",
+        "provider": "aws",
         "default_region": "eu-west-1",
         "access_key_id": "AKIAEXAMPLE",
         "secret_access_key": "s3cr3t-value",

@@ -3,7 +3,6 @@ claim the transition, the worker calls EC2 (moto over HTTP), and the instance, t
 the job's per-VM lifecycle state follow."""
 
 import os
-import time
 
 import pytest
 
@@ -16,7 +15,7 @@ from provisioning.models import CloudAccount, ProvisioningJob
 from provisioning.services.jobs import job_create
 from tests.provisioning.moto import raw_client
 from tests.provisioning.proxy import SlowProxy
-from tests.provisioning.vms import ec2_state, instances_of, vm_states
+from tests.provisioning.vms import ec2_state, instances_of, settled, vm_states, wait_for
 from tests.services import start_celery_worker_on, stop
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -48,14 +47,6 @@ def queues(settings):
     settings.ZOPDAY_CLOUD_QUEUE = QUEUE
 
 
-def wait_for(predicate, what, seconds=60):
-    deadline = time.monotonic() + seconds
-    while not (result := predicate()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
-    return result
-
-
 @pytest.fixture
 def landed(worker, aws, project, account, owner):
     """A Fixed job of two VMs, run to ready by the worker."""
@@ -70,15 +61,6 @@ def landed(worker, aws, project, account, owner):
     job.refresh_from_db()
     assert job.status == JobStatus.READY, job.message
     return job
-
-
-def settled(instance, state):
-    def reached():
-        instance.refresh_from_db()
-        return instance.power_state == state
-
-    wait_for(reached, f"{instance.name} to be {state}")
-    return instance
 
 
 def test_the_services_stop_start_reboot_and_force_stop_a_vm_through_ec2(aws, landed, operator):

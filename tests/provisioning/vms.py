@@ -1,5 +1,7 @@
 """Helpers of the tests of provisioned VMs: their instances, their EC2 and lifecycle states."""
 
+import time
+
 from instances.models import Instance
 from provisioning.infra import InfraConfig
 from tests.provisioning.moto import raw_client
@@ -7,7 +9,7 @@ from tests.provisioning.moto import raw_client
 
 def instances_of(job):
     """The job's VMs as the console's instances, by name."""
-    return list(Instance.objects.filter(project=job.project, backend="aws").order_by("name"))
+    return list(Instance.objects.filter(project=job.project, backend=job.provider).order_by("name"))
 
 
 def ec2_state(aws, instance_id):
@@ -21,3 +23,22 @@ def vm_states(job):
     """The lifecycle state the job records for each VM, by EC2 id."""
     job.refresh_from_db()
     return {vm.instance_id: vm.state for vm in InfraConfig.from_json(job.config).vms}
+
+
+def wait_for(predicate, what, seconds=60):
+    deadline = time.monotonic() + seconds
+    while not (result := predicate()):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+    return result
+
+
+def settled(instance, state):
+    """Wait until the instance shows the power state (the worker has run its operation)."""
+
+    def reached():
+        instance.refresh_from_db()
+        return instance.power_state == state
+
+    wait_for(reached, f"{instance.name} to be {state}")
+    return instance

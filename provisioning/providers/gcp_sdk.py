@@ -1,0 +1,220 @@
+"""GCP through google-cloud-compute: credentials, cached clients, errors and operations.
+
+Only this module and `gcp.py` import Google's SDK. A GCP cloud account holds a service account
+key (JSON, encrypted at rest) and the project it provisions in; its endpoint URL, when set,
+points every client at another Compute endpoint (the tests' local fake).
+
+Operations are polled through the operations clients built with the same options, never with
+`ExtendedOperation.result()`, whose own poller ignores a custom endpoint.
+"""
+
+import json
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import wraps
+from typing import Any, TypeVar
+
+import requests
+from google.api_core import exceptions as api_exceptions
+from google.api_core.client_options import ClientOptions
+from google.auth import exceptions as auth_exceptions
+from google.auth.transport.requests import AuthorizedSession
+from google.cloud import compute_v1
+from google.oauth2 import service_account
+
+from provisioning.models import CloudAccount
+from provisioning.providers.base import CloudError
+from provisioning.validation import service_account_key_problem
+
+CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
+IAM_ENDPOINT = "https://iam.googleapis.com"
+# HTTP statuses and operation error codes after which a later try can succeed.
+RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+RETRYABLE_OPERATION_CODES = frozenset(
+    {
+        "RESOURCE_NOT_READY",
+        "RESOURCE_IN_USE_BY_ANOTHER_RESOURCE",
+        "RESOURCE_OPERATION_RATE_EXCEEDED",
+        "RATE_LIMIT_EXCEEDED",
+        "INTERNAL_ERROR",
+        "ZONE_RESOURCE_POOL_EXHAUSTED",
+        "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
+    }
+)
+OPERATION_DONE = compute_v1.Operation.Status.DONE
+REQUEST_PREFIX = re.compile(r"^(GET|POST|PUT|PATCH|DELETE) \S+: ")
+
+_clients: dict[tuple[Any, ...], Any] = {}
+_clients_lock = threading.RLock()  # a client is built with the cached credentials
+
+
+def key_info(account: CloudAccount) -> dict[str, Any]:
+    text = account.secret_access_key
+    if problem := service_account_key_problem(text):
+        raise CloudError(f"The account's service account key is unusable: {problem}")
+    info: dict[str, Any] = json.loads(text)
+    return info
+
+
+def _account_key(account: CloudAccount) -> tuple[Any, ...]:
+    return (account.pk, account.updated_at, account.endpoint_url, account.gcp_project)
+
+
+def _cached(account: CloudAccount, kind: Any, build: Callable[[], Any]) -> Any:
+    key = (*_account_key(account), kind)
+    with _clients_lock:
+        if key not in _clients:
+            _clients[key] = build()
+        return _clients[key]
+
+
+def credentials_for(account: CloudAccount) -> service_account.Credentials:
+    def build() -> service_account.Credentials:
+        return service_account.Credentials.from_service_account_info(
+            key_info(account), scopes=[CLOUD_PLATFORM]
+        )
+
+    credentials: service_account.Credentials = _cached(account, "credentials", build)
+    return credentials
+
+
+def client_for(account: CloudAccount, client_class: type) -> Any:
+    """The account's cached client of one Compute service (InstancesClient, ...)."""
+
+    def build() -> Any:
+        options = ClientOptions(api_endpoint=account.endpoint_url) if account.endpoint_url else None
+        return client_class(credentials=credentials_for(account), client_options=options)
+
+    return _cached(account, client_class, build)
+
+
+def iam_session(account: CloudAccount) -> tuple[AuthorizedSession, str]:
+    """An authorised HTTP session for the IAM API (service accounts), and its base URL."""
+    session = _cached(account, "iam", lambda: AuthorizedSession(credentials_for(account)))
+    return session, (account.endpoint_url or IAM_ENDPOINT).rstrip("/")
+
+
+def forget_clients() -> None:
+    with _clients_lock:
+        _clients.clear()
+
+
+def iam_call(account: CloudAccount, method: str, path: str, **kwargs: Any) -> dict[str, Any] | None:
+    """Call the IAM API; None when it answers 404. Other errors become CloudError."""
+    session, base = iam_session(account)
+    response = session.request(method, f"{base}/v1/{path}", timeout=60, **kwargs)
+    if response.status_code == 404:
+        return None
+    if response.status_code >= 400:
+        try:
+            error = response.json().get("error", {})
+        except ValueError:
+            error = {}
+        raise CloudError(
+            error.get("message") or f"IAM answered {response.status_code}.",
+            retryable=response.status_code in RETRYABLE_STATUS,
+            code=str(error.get("status") or response.status_code),
+        )
+    answer: dict[str, Any] = response.json() if response.content else {}
+    return answer
+
+
+# ---- errors ---------------------------------------------------------------------------------
+@contextmanager
+def mapped_errors() -> Iterator[None]:
+    """SDK, auth and transport exceptions become CloudError, the cloud's reason kept."""
+    try:
+        yield
+    except CloudError:
+        raise
+    except api_exceptions.GoogleAPICallError as error:
+        status = int(error.code or 0)
+        reason = error.reason or type(error).__name__
+        # The REST transport puts the method and URL before Google's own words.
+        message = REQUEST_PREFIX.sub("", str(error.message))
+        if status == 401:
+            message = f"Google refused the service account key: {message}"
+        raise CloudError(message, retryable=status in RETRYABLE_STATUS, code=str(reason)) from error
+    except auth_exceptions.RefreshError as error:
+        raise CloudError(
+            f"Google refused the service account key: {error}", code="RefreshError"
+        ) from error
+    except (auth_exceptions.TransportError, requests.RequestException) as error:
+        raise CloudError(f"Could not reach Google Cloud: {error}", retryable=True) from error
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def mapped(method: F) -> F:
+    @wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with mapped_errors():
+            return method(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def not_found(call: Callable[[], Any]) -> Any:
+    """The call's answer, or None when the resource does not exist."""
+    try:
+        return call()
+    except api_exceptions.NotFound:
+        return None
+
+
+def exists_already(call: Callable[[], Any]) -> Any:
+    """Make a resource; None when it exists already (an earlier attempt made it)."""
+    try:
+        return call()
+    except api_exceptions.Conflict:
+        return None
+
+
+def short(url: str) -> str:
+    """The last segment of a resource URL: ".../zones/us-central1-a" → "us-central1-a"."""
+    return url.rstrip("/").rsplit("/", 1)[-1]
+
+
+# ---- operations -----------------------------------------------------------------------------
+def wait_operation(
+    account: CloudAccount,
+    project: str,
+    operation: Any,
+    *,
+    heartbeat: Callable[[], None],
+    timeout: float,
+) -> None:
+    """Wait until the operation is DONE; raise its error as CloudError."""
+    deadline = time.monotonic() + timeout
+    while operation is not None and operation.status != OPERATION_DONE:
+        if time.monotonic() > deadline:
+            raise CloudError(
+                f"Timed out after {int(timeout)} s waiting for {operation.operation_type} of "
+                f"{short(operation.target_link)}.",
+                retryable=True,
+            )
+        heartbeat()
+        if operation.zone:
+            operation = client_for(account, compute_v1.ZoneOperationsClient).wait(
+                project=project, zone=short(operation.zone), operation=operation.name
+            )
+        elif operation.region:
+            operation = client_for(account, compute_v1.RegionOperationsClient).wait(
+                project=project, region=short(operation.region), operation=operation.name
+            )
+        else:
+            operation = client_for(account, compute_v1.GlobalOperationsClient).wait(
+                project=project, operation=operation.name
+            )
+    if operation is not None and operation.error and operation.error.errors:
+        errors = list(operation.error.errors)
+        codes = {error.code for error in errors}
+        raise CloudError(
+            "; ".join(error.message for error in errors),
+            retryable=bool(codes & RETRYABLE_OPERATION_CODES),
+            code=errors[0].code,
+        )
