@@ -2,9 +2,8 @@
 
 from instances.actions import YES, Allowed
 from instances.choices import Role
-from provisioning.choices import JOB_TRANSITIONAL, JobStatus, Phase, Provider
+from provisioning.choices import JOB_TRANSITIONAL, JobStatus, Phase
 from provisioning.models import ProvisioningJob
-from provisioning.validation import GCP_LOAD_BALANCER_NEXT
 
 VM_OPS = ("attach_lb", "detach_lb")
 
@@ -52,8 +51,6 @@ def attach_lb(job: ProvisioningJob, role: Role | None) -> Allowed:
         return Allowed(False, "A load balancer can be attached to a ready job only.")
     if job.config.get("load_balancer"):
         return Allowed(False, "The job already has a load balancer.")
-    if job.provider == Provider.GCP:
-        return Allowed(False, GCP_LOAD_BALANCER_NEXT)
     return YES
 
 

@@ -24,10 +24,6 @@ REGIONS: dict[str, tuple[re.Pattern[str], str]] = {
     Provider.GCP: (re.compile(r"^[a-z]+-[a-z]+\d+$"), "us-central1"),
 }
 GCE_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
-GCP_LOAD_BALANCER_NEXT = (
-    "A load balancer on GCP arrives next: provision without one for now (the VMs' firewall "
-    "denies all ingress)."
-)
 LABEL = r"(?!-)[a-z0-9-]{1,63}(?<!-)"
 DNS_NAME = re.compile(rf"^{LABEL}(\.{LABEL})+\.?$")
 GCP_PROJECT = re.compile(r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
@@ -157,8 +153,6 @@ def health_check_errors(path: str, port: int) -> dict[str, str]:
 
 def load_balancer_errors(config: InfraConfig) -> dict[str, str]:
     errors: dict[str, str] = {}
-    if config.load_balancer and config.provider == Provider.GCP:
-        return {"load_balancer": GCP_LOAD_BALANCER_NEXT}
     if not config.load_balancer:
         if config.dns_name:
             errors["dns_name"] = "A DNS name needs the load balancer."

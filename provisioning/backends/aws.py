@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from instances.backends.base import BackendError, ExitKind
+from instances.backends.base import ExitKind
 from provisioning.backends.cloud import ON_STATES, CloudVm, CloudVmBackend
-from provisioning.infra import VmRecord
+from provisioning.infra import InfraConfig, VmRecord
 from provisioning.models import CloudAccount, ProvisioningJob
 from provisioning.providers.aws import client_for, mapped_errors
 from provisioning.providers.base import CloudError
@@ -37,25 +37,6 @@ def exit_kind(state: str, reason_code: str) -> ExitKind:
     if reason_code.startswith("Client."):
         return ExitKind.REQUESTED
     return ExitKind.NONE
-
-
-def target_health(
-    account: CloudAccount, region: str, target_group_arn: str
-) -> dict[str, tuple[str, str]]:
-    """What the load balancer says of each target: instance id → (state, why)."""
-    try:
-        with mapped_errors():
-            elbv2 = client_for(account, "elbv2", region)
-            found = elbv2.describe_target_health(TargetGroupArn=target_group_arn)
-    except CloudError as error:
-        raise BackendError(error.message, retryable=error.retryable) from error
-    return {
-        item["Target"]["Id"]: (
-            item["TargetHealth"].get("State", ""),
-            item["TargetHealth"].get("Description", ""),
-        )
-        for item in found["TargetHealthDescriptions"]
-    }
 
 
 class AwsVmBackend(CloudVmBackend):
@@ -102,6 +83,19 @@ class AwsVmBackend(CloudVmBackend):
         call, parameters = POWER_CALLS[operation]
         ec2 = client_for(target.job.account, "ec2", target.job.region)
         getattr(ec2, call)(InstanceIds=[target.vm.instance_id], **parameters)
+
+    @classmethod
+    def lb_health(cls, job: ProvisioningJob, config: InfraConfig) -> dict[str, tuple[str, str]]:
+        with mapped_errors():
+            elbv2 = client_for(job.account, "elbv2", job.region)
+            found = elbv2.describe_target_health(TargetGroupArn=config.resources["target_group"])
+        return {
+            item["Target"]["Id"]: (
+                item["TargetHealth"].get("State", ""),
+                item["TargetHealth"].get("Description", ""),
+            )
+            for item in found["TargetHealthDescriptions"]
+        }
 
     @classmethod
     def exec_command(cls, job: ProvisioningJob, vm: VmRecord) -> str:

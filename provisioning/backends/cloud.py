@@ -32,7 +32,7 @@ from instances.backends.base import (
     Power,
 )
 from provisioning.choices import JobStatus, VmState
-from provisioning.infra import VmRecord
+from provisioning.infra import InfraConfig, VmRecord
 from provisioning.models import CloudAccount, ProvisioningJob
 from provisioning.providers.base import CloudError
 from provisioning.selectors import JobVm, job_vm_for_instance
@@ -92,6 +92,12 @@ class CloudVmBackend:
 
     def _vm_gone(self, error: CloudError) -> bool:
         """Whether the error says the cloud no longer knows the VM."""
+        raise NotImplementedError
+
+    @classmethod
+    def lb_health(cls, job: ProvisioningJob, config: InfraConfig) -> dict[str, tuple[str, str]]:
+        """What the job's load balancer says of each VM: cloud id → (state, why). CloudError
+        when the cloud does not answer."""
         raise NotImplementedError
 
     @classmethod

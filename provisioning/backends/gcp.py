@@ -10,10 +10,11 @@ from google.api_core import exceptions as api_exceptions
 from google.cloud import compute_v1
 
 from provisioning.backends.cloud import CloudVm, CloudVmBackend
-from provisioning.infra import VmRecord
+from provisioning.infra import InfraConfig, VmRecord
 from provisioning.models import CloudAccount, ProvisioningJob
 from provisioning.providers.base import CloudError
-from provisioning.providers.gcp import VM_STATES, project_of
+from provisioning.providers.gcp import VM_STATES
+from provisioning.providers.gcp_base import project_of
 from provisioning.providers.gcp_sdk import client_for, mapped_errors, wait_operation
 from provisioning.selectors import JobVm
 
@@ -74,6 +75,13 @@ class GcpVmBackend(CloudVmBackend):
         else:
             started = instances.reset_unary(compute_v1.ResetInstanceRequest(**where))
         wait_operation(account, project_of(account), started, heartbeat=lambda: None, timeout=120)
+
+    @classmethod
+    def lb_health(cls, job: ProvisioningJob, config: InfraConfig) -> dict[str, tuple[str, str]]:
+        from provisioning.providers.gcp import GcpProvider
+
+        with mapped_errors():
+            return GcpProvider(job.account, job.region).backend_health(config)
 
     @classmethod
     def exec_command(cls, job: ProvisioningJob, vm: VmRecord) -> str:

@@ -10,32 +10,27 @@ bootstrap reports its sentinel through a guest attribute that stepCreateVMs read
 """
 
 import ipaddress
-import re
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any
 
 from django.conf import settings
 from google.cloud import compute_v1
 
 from provisioning.choices import NetworkMode, PoolMode, VmState
 from provisioning.infra import InfraConfig, VmRecord
-from provisioning.models import CloudAccount
 from provisioning.providers.base import CloudError, StepContext
+from provisioning.providers.gcp_base import SETTLE_TIMEOUT
+from provisioning.providers.gcp_lb import GcpLoadBalancer
 from provisioning.providers.gcp_sdk import (
     CLOUD_PLATFORM,
-    client_for,
     exists_already,
-    iam_call,
+    google_api,
     key_info,
     mapped,
     not_found,
     short,
-    wait_operation,
 )
-from provisioning.validation import GCP_LOAD_BALANCER_NEXT
 
 DEFAULT_IMAGE = ("ubuntu-os-cloud", "ubuntu-2404-lts-amd64")  # ships cloud-init and OS Config
 # Google's IAP TCP forwarding proxies: the only source that may reach a VM's port 22, and only
@@ -43,7 +38,6 @@ DEFAULT_IMAGE = ("ubuntu-os-cloud", "ubuntu-2404-lts-amd64")  # ships cloud-init
 IAP_RANGE = "35.235.240.0/20"
 GUEST_NAMESPACE = "zopday"
 GUEST_KEY = "bootstrap"
-SETTLE_TIMEOUT = 900
 # GCE's states → the words the console uses for a VM (those of EC2).
 VM_STATES = {
     "PROVISIONING": "pending",
@@ -57,102 +51,11 @@ VM_STATES = {
 }
 
 
-def gce_labels(tags: dict[str, str]) -> dict[str, str]:
-    """Tags as GCE labels: lowercase keys and values of [a-z0-9_-], "zopday:job" → "zopday-job"."""
-
-    def clean(text: str) -> str:
-        return re.sub(r"[^a-z0-9_-]", "-", text.lower())[:63]
-
-    return {clean(key): clean(value) for key, value in tags.items()}
-
-
-def project_of(account: CloudAccount) -> str:
-    """The GCP project the account provisions in: the one named, or its key's own."""
-    return account.gcp_project or str(key_info(account).get("project_id", ""))
-
-
-class GcpProvider:
+class GcpProvider(GcpLoadBalancer):
     """VM environments on GCP, the same shape as on AWS: private subnetwork, NAT egress, no
     public SSH, exec through the cloud's IAM-gated channel."""
 
     name = "gcp"
-
-    def __init__(self, account: CloudAccount, region: str) -> None:
-        self.account = account
-        self.region = region
-        self.project = project_of(account)
-
-    def client(self, client_class: type) -> Any:
-        return client_for(self.account, client_class)
-
-    # ---- helpers ----------------------------------------------------------------------------
-    def _labels(self, ctx: StepContext, role: str) -> dict[str, str]:
-        return gce_labels({**ctx.tags, "zopday:role": role})
-
-    def _existing(self, ctx: StepContext, find: Callable[[], Any]) -> Any:
-        """What an earlier attempt of this step made, or None (no lookup on a first attempt)."""
-        if ctx.first_attempt:
-            return None
-        return not_found(find)
-
-    def _record(self, config: InfraConfig, ctx: StepContext, kind: str, value: str) -> str:
-        if config.resources.get(kind) != value:
-            config.resources[kind] = value
-            ctx.save()
-        return value
-
-    def _done(self, ctx: StepContext, operation: Any, timeout: float = SETTLE_TIMEOUT) -> None:
-        wait_operation(
-            self.account, self.project, operation, heartbeat=ctx.heartbeat, timeout=timeout
-        )
-
-    def _make(self, ctx: StepContext, insert: Callable[[], Any]) -> bool:
-        """Insert and wait; False when the resource existed already."""
-        operation = exists_already(insert)
-        if operation is None:
-            return False
-        self._done(ctx, operation)
-        return True
-
-    def _delete(self, ctx: StepContext, delete: Callable[[], Any]) -> bool:
-        """Delete and wait; False when there was nothing to delete."""
-        operation = not_found(delete)
-        if operation is None:
-            return False
-        self._done(ctx, operation)
-        return True
-
-    def _instance(self, zone: str, name: str) -> compute_v1.Instance | None:
-        instances = self.client(compute_v1.InstancesClient)
-        found: compute_v1.Instance | None = not_found(
-            partial(instances.get, project=self.project, zone=zone, instance=name)
-        )
-        return found
-
-    def _link(self, path: str) -> str:
-        return f"projects/{self.project}/{path}"
-
-    def _zones(self) -> list[str]:
-        region = not_found(
-            lambda: self.client(compute_v1.RegionsClient).get(
-                project=self.project, region=self.region
-            )
-        )
-        if region is None:
-            raise CloudError(f"The region {self.region} does not exist in GCP.")
-        zones = sorted(short(zone) for zone in region.zones)
-        if not zones:
-            raise CloudError(f"The region {self.region} has no zones.")
-        return zones
-
-    def _wait(self, ctx: StepContext, what: str, done: Callable[[], bool], timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        interval = min(settings.ZOPDAY_PROVISIONING_POLL_SECONDS, 2.0)
-        while not done():
-            if time.monotonic() > deadline:
-                raise CloudError(f"Timed out after {int(timeout)} s waiting for {what}.")
-            ctx.heartbeat()
-            time.sleep(interval)
 
     # ---- connection and validation ----------------------------------------------------------
     @mapped
@@ -312,16 +215,17 @@ class GcpProvider:
         email = f"{account_id}@{self.project}.iam.gserviceaccount.com"
         found = self._existing(
             ctx,
-            lambda: iam_call(
-                self.account, "GET", f"projects/{self.project}/serviceAccounts/{email}"
+            lambda: google_api(
+                self.account, "iam", "GET", f"v1/projects/{self.project}/serviceAccounts/{email}"
             ),
         )
         if found is None:
             try:
-                iam_call(
+                google_api(
                     self.account,
+                    "iam",
                     "POST",
-                    f"projects/{self.project}/serviceAccounts",
+                    f"v1/projects/{self.project}/serviceAccounts",
                     json={
                         "accountId": account_id,
                         "serviceAccount": {"displayName": f"ZopDay VMs of {ctx.name}"},
@@ -335,9 +239,6 @@ class GcpProvider:
         return f"Service account {email} (no roles; exec through IAP and OS Login)."
 
     # ---- instance template ------------------------------------------------------------------
-    def _network_tag(self, ctx: StepContext) -> str:
-        return f"zopday-{ctx.token}"
-
     @mapped
     def create_launch_template(self, config: InfraConfig, ctx: StepContext, user_data: str) -> str:
         """Firewall rules for the job's VMs: all ingress denied, whatever else the network
@@ -457,9 +358,6 @@ class GcpProvider:
         )
 
     # ---- VMs --------------------------------------------------------------------------------
-    def _zone_list(self, config: InfraConfig) -> list[str]:
-        return [z for z in config.resources.get("zones", "").split(",") if z] or self._zones()
-
     def _fixed_names(self, config: InfraConfig, ctx: StepContext) -> list[tuple[str, str]]:
         """(name, zone) of each VM of a fixed pool: spread over the region's zones."""
         zones = self._zone_list(config)
@@ -659,19 +557,6 @@ class GcpProvider:
             item.key == GUEST_KEY and item.value == "ready" for item in attributes.query_value.items
         )
 
-    # ---- load balancer ----------------------------------------------------------------------
-    def _no_load_balancer(self, *args: object) -> str:
-        raise CloudError(GCP_LOAD_BALANCER_NEXT, code="Invalid")
-
-    create_load_balancer = _no_load_balancer
-    create_target_group = _no_load_balancer
-    create_listener = _no_load_balancer
-    create_dns_record = _no_load_balancer
-    update_health_check = _no_load_balancer
-
-    def detach_load_balancer(self, config: InfraConfig, ctx: StepContext) -> str:
-        return "No load balancer was attached."
-
     # ---- teardown ---------------------------------------------------------------------------
     @mapped
     def delete_vms(self, config: InfraConfig, ctx: StepContext) -> str:
@@ -762,7 +647,8 @@ class GcpProvider:
     @mapped
     def delete_iam(self, config: InfraConfig, ctx: StepContext) -> str:
         email = f"{self._service_account_id(ctx)}@{self.project}.iam.gserviceaccount.com"
-        found = iam_call(self.account, "DELETE", f"projects/{self.project}/serviceAccounts/{email}")
+        path = f"v1/projects/{self.project}/serviceAccounts/{email}"
+        found = google_api(self.account, "iam", "DELETE", path)
         config.resources.pop("service_account", None)
         ctx.save()
         return (

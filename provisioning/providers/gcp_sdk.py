@@ -30,7 +30,7 @@ from provisioning.providers.base import CloudError
 from provisioning.validation import service_account_key_problem
 
 CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
-IAM_ENDPOINT = "https://iam.googleapis.com"
+API_ENDPOINTS = {"iam": "https://iam.googleapis.com", "dns": "https://dns.googleapis.com"}
 # HTTP statuses and operation error codes after which a later try can succeed.
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 RETRYABLE_OPERATION_CODES = frozenset(
@@ -91,10 +91,11 @@ def client_for(account: CloudAccount, client_class: type) -> Any:
     return _cached(account, client_class, build)
 
 
-def iam_session(account: CloudAccount) -> tuple[AuthorizedSession, str]:
-    """An authorised HTTP session for the IAM API (service accounts), and its base URL."""
-    session = _cached(account, "iam", lambda: AuthorizedSession(credentials_for(account)))
-    return session, (account.endpoint_url or IAM_ENDPOINT).rstrip("/")
+def _session(account: CloudAccount) -> AuthorizedSession:
+    session: AuthorizedSession = _cached(
+        account, "session", lambda: AuthorizedSession(credentials_for(account))
+    )
+    return session
 
 
 def forget_clients() -> None:
@@ -102,10 +103,14 @@ def forget_clients() -> None:
         _clients.clear()
 
 
-def iam_call(account: CloudAccount, method: str, path: str, **kwargs: Any) -> dict[str, Any] | None:
-    """Call the IAM API; None when it answers 404. Other errors become CloudError."""
-    session, base = iam_session(account)
-    response = session.request(method, f"{base}/v1/{path}", timeout=60, **kwargs)
+def google_api(
+    account: CloudAccount, api: str, method: str, path: str, **kwargs: Any
+) -> dict[str, Any] | None:
+    """Call one of the REST APIs google-cloud-compute does not cover ("iam": service accounts,
+    "dns": Cloud DNS) with the account's credentials; None when it answers 404. Other errors
+    become CloudError with Google's message."""
+    base = (account.endpoint_url or API_ENDPOINTS[api]).rstrip("/")
+    response = _session(account).request(method, f"{base}/{path}", timeout=60, **kwargs)
     if response.status_code == 404:
         return None
     if response.status_code >= 400:
@@ -113,10 +118,11 @@ def iam_call(account: CloudAccount, method: str, path: str, **kwargs: Any) -> di
             error = response.json().get("error", {})
         except ValueError:
             error = {}
+        details = error.get("errors") or [{}]
         raise CloudError(
-            error.get("message") or f"IAM answered {response.status_code}.",
+            error.get("message") or f"Google answered {response.status_code}.",
             retryable=response.status_code in RETRYABLE_STATUS,
-            code=str(error.get("status") or response.status_code),
+            code=str(error.get("status") or details[0].get("reason") or response.status_code),
         )
     answer: dict[str, Any] = response.json() if response.content else {}
     return answer

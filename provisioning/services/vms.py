@@ -132,14 +132,11 @@ def job_vms_refresh(*, job: ProvisioningJob) -> list[str]:
         described = backend.describe(job.account, job, vms)
     except CloudError as error:
         raise BackendError(error.message, retryable=error.retryable) from error
-    group = config.resources.get("target_group") if config.load_balancer else None
     health: dict[str, tuple[str, str]] | None = {}
-    if group:
-        from provisioning.backends.aws import target_health
-
+    if config.load_balancer and config.resources.get("target_group"):
         try:
-            health = target_health(job.account, job.region, group)
-        except BackendError as error:  # the VMs' own states are recorded all the same
+            health = backend.lb_health(job, config)
+        except CloudError as error:  # the VMs' own states are recorded all the same
             log.warning("reading the target health of job %s: %s", job.pk, error.message)
             health = None
     changed = job_vm_states_record(

@@ -1,6 +1,6 @@
-"""A local fake of Google Compute Engine v1 (REST), three IAM service-account calls and the OAuth2
-token endpoint, so the GCP provider is tested with the real google-cloud-compute SDK and real
-service-account credentials against loopback.
+"""A local fake of Google Compute Engine v1 (REST), three IAM service-account calls, Cloud DNS v1
+and the OAuth2 token endpoint, so the GCP provider is tested with the real google-cloud-compute
+SDK and real service-account credentials against loopback.
 
     fake = FakeGce(project="zopday-sandbox")  # serves on 127.0.0.1, a free port
     key = service_account_key(fake, email="zopday@zopday-sandbox.iam.gserviceaccount.com")
@@ -15,12 +15,21 @@ caller polls the operations endpoints as it would Google's. A booted instance wh
 reports to the guest attribute `zopday/bootstrap` gets it set `bootstrap_seconds` later, as
 cloud-init's PUT to the metadata server would.
 
+A global external Application Load Balancer is modelled as far as its resources go: addresses,
+HTTP health checks, instance groups (unmanaged ones and each regional MIG's own), backend
+services, URL maps, target HTTP proxies and forwarding rules, each refused deletion while
+another names it. A backend service's getHealth says HEALTHY for a RUNNING instance whose
+bootstrap reported "ready" when the health check's port is `serving_port` (where the simulated
+NGINX listens). Cloud DNS (`/dns/v1/...`) answers at once: managed zones and record set changes.
+
 Another process (a Celery worker) shares the fake through `POST /_fake/reset`, `POST
 /_fake/configure` and `GET /_fake/state`; `python -m tests.fakes.gce --port 0` serves it
 standalone and prints its URL on the first line.
 
 Where it stops: one project (plus three public image families); custom-mode networks
-only (an interface must name its subnetwork); no pagination; a MIG never recreates instances.
+only (an interface must name its subnetwork); no pagination; a MIG never recreates instances;
+HTTP health checks and target HTTP proxies only, and getHealth does not look for a firewall
+rule letting the checkers in; public DNS zones only, without DNSSEC or SOA serials that move.
 """
 
 import argparse
@@ -74,7 +83,13 @@ DEFAULTS: dict[str, Any] = {
     "bootstrap_seconds": 0.5,
     "bootstrap_fails": False,
     "instance_quota": 24,
+    "serving_port": 80,  # where a bootstrapped instance's service (NGINX) answers health checks
 }
+SOA_TIMES = "21600 3600 259200 300"  # refresh, retry, expire, negative caching TTL
+RECORD_TYPES = {"A", "AAAA", "CAA", "CNAME", "MX", "NS", "PTR", "SOA", "SPF", "SRV", "TXT"}
+DNS_NAME = re.compile(r"(\*\.)?([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\.)+", re.IGNORECASE)
+# fields a PATCH cannot change (the name must stay as it is, the fingerprint current)
+FIXED = {"kind", "id", "name", "selfLink", "creationTimestamp", "fingerprint", "region", "zone"}
 
 
 # ---- errors -----------------------------------------------------------------------------------
@@ -149,16 +164,20 @@ Step = Callable[[], OperationError | None]
 class Collection:
     """A kind of resource: where it lives, what it must have, which fields name other ones."""
 
-    scope: str  # "global", "regions" or "zones"
+    scope: str  # "global", "regions", "zones" or, for instance groups, "zones regions"
     kind: str
     required: tuple[str, ...] = ()
-    references: tuple[tuple[str, str], ...] = ()  # (field, collection of the resource it names)
+    # (field, collection of the resource it names); "a[]" is each URL of a list, "a[].b" each
+    # item's field
+    references: tuple[tuple[str, str], ...] = ()
+    patchable: bool = False  # PATCH merges the body into the resource (JSON merge patch)
 
 
 NETWORK = (("network", "networks"),)
+SERVICE = "backendServices"
 COLLECTIONS = {
     "networks": Collection("global", "compute#network"),
-    "firewalls": Collection("global", "compute#firewall", ("network",), NETWORK),
+    "firewalls": Collection("global", "compute#firewall", ("network",), NETWORK, patchable=True),
     "instanceTemplates": Collection("global", "compute#instanceTemplate", ("properties",)),
     "subnetworks": Collection("regions", "compute#subnetwork", ("network", "ipCidrRange"), NETWORK),
     "routers": Collection("regions", "compute#router", ("network",), NETWORK),
@@ -172,7 +191,36 @@ COLLECTIONS = {
         (("instanceTemplate", "instanceTemplates"),),
     ),
     "instances": Collection("zones", "compute#instance"),
+    "addresses": Collection("global", "compute#address"),
+    "healthChecks": Collection("global", "compute#healthCheck", ("type",), patchable=True),
+    "instanceGroups": Collection("zones regions", "compute#instanceGroup", (), NETWORK),
+    SERVICE: Collection(
+        "global",
+        "compute#backendService",
+        references=(("healthChecks[]", "healthChecks"), ("backends[].group", "instanceGroups")),
+        patchable=True,
+    ),
+    "urlMaps": Collection(
+        "global",
+        "compute#urlMap",
+        ("defaultService",),
+        (
+            ("defaultService", SERVICE),
+            ("pathMatchers[].defaultService", SERVICE),
+            ("pathMatchers[].pathRules[].service", SERVICE),
+        ),
+    ),
+    "targetHttpProxies": Collection(
+        "global", "compute#targetHttpProxy", ("urlMap",), (("urlMap", "urlMaps"),)
+    ),
+    "forwardingRules": Collection(
+        "global",
+        "compute#forwardingRule",
+        ("target", "portRange"),
+        (("target", "targetHttpProxies"),),
+    ),
 }
+READ_ONLY = {("regions", "instanceGroups")}  # a regional MIG makes and deletes its own group
 
 
 @dataclass
@@ -184,6 +232,15 @@ class Machine:
     deleting: bool = False
     group: str | None = None  # key of the MIG that made it
     guest: dict[str, str] = field(default_factory=dict)  # "namespace/key" → value
+
+
+@dataclass
+class ManagedZone:
+    """A Cloud DNS zone: its REST body, its record sets, the id of its last change."""
+
+    body: Body
+    rrsets: list[Body]
+    changes: int = 0  # the zone's creation is change 0
 
 
 @dataclass
@@ -215,6 +272,34 @@ def fingerprint() -> str:
 
 def short(url: str) -> str:
     return url.rstrip("/").rsplit("/", 1)[-1]
+
+
+def values_at(body: Any, path: str) -> list[Any]:
+    """What a reference path names in a body: "network", "healthChecks[]", "backends[].group"."""
+    found = [body]
+    for part in path.split("."):
+        name = part.removesuffix("[]")
+        found = [item.get(name) for item in found if isinstance(item, dict)]
+        if part.endswith("[]"):
+            found = [each for item in found if isinstance(item, list) for each in item]
+    return [item for item in found if item is not None]
+
+
+def merge_patch(target: Body, patch: Body) -> Body:
+    """RFC 7396, as Compute's PATCH: objects merge, anything else (a list) replaces, null removes."""
+    for name, value in patch.items():
+        if value is None:
+            target.pop(name, None)
+        elif isinstance(value, dict) and isinstance(target.get(name), dict):
+            merge_patch(target[name], value)
+        else:
+            target[name] = copy.deepcopy(value)
+    return target
+
+
+def snake(kind: str) -> str:
+    """ "compute#backendService" → "backend_service", as Compute's in-use messages name it."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", kind.split("#")[1]).lower()
 
 
 def jwt_claims(token: str) -> Body | None:
@@ -268,6 +353,12 @@ GROUPS = COMPUTE + r"/regions/(?P<region>[^/]+)/instanceGroupManagers"
 ACCOUNTS = r"/v1/projects/(?P<iam_project>[^/]+)/serviceAccounts"
 IMAGES_OF = r"/compute/v1/projects/(?P<image_project>[^/]+)/global/images"
 NAMED = r"/(?P<name>[^/]+)"
+ZONE_GROUPS = COMPUTE + r"/(?P<scope>zones/(?P<zone>[^/]+))/instanceGroups" + NAMED
+ANY_GROUPS = (
+    COMPUTE + r"/(?P<scope>zones/(?P<zone>[^/]+)|regions/(?P<region>[^/]+))/instanceGroups" + NAMED
+)
+DNS_ZONES = r"/dns/v1/projects/(?P<project>[^/]+)/managedZones"
+DNS_ZONE = DNS_ZONES + r"/(?P<managed_zone>[^/]+)"
 ROUTES = [  # (method, path, handler), the first match wins
     (method, re.compile(pattern), handler)
     for method, pattern, handler in [
@@ -293,10 +384,21 @@ ROUTES = [  # (method, path, handler), the first match wins
         ("POST", GROUPS + NAMED + r"/resize", "group_resize"),
         ("POST", GROUPS + NAMED + r"/listManagedInstances", "group_managed_instances"),
         ("DELETE", GROUPS + NAMED, "group_delete"),
+        ("POST", ZONE_GROUPS + r"/(?P<action>addInstances|removeInstances)", "igroup_members"),
+        ("POST", ANY_GROUPS + r"/listInstances", "igroup_list_instances"),
+        ("POST", ANY_GROUPS + r"/setNamedPorts", "igroup_named_ports"),
+        ("POST", COMPUTE + r"/global/backendServices" + NAMED + r"/getHealth", "backend_health"),
+        ("GET", DNS_ZONES, "dns_zone_list"),
+        ("POST", DNS_ZONES, "dns_zone_create"),
+        ("GET", DNS_ZONE, "dns_zone_get"),
+        ("DELETE", DNS_ZONE, "dns_zone_delete"),
+        ("GET", DNS_ZONE + r"/rrsets", "dns_rrsets"),
+        ("POST", DNS_ZONE + r"/changes", "dns_change"),
         ("GET", SCOPED + r"/(?P<collection>\w+)", "collection_list"),
         ("GET", SCOPED + r"/(?P<collection>\w+)" + NAMED, "collection_get"),
         ("POST", SCOPED + r"/(?P<collection>\w+)", "collection_insert"),
         ("DELETE", SCOPED + r"/(?P<collection>\w+)" + NAMED, "collection_delete"),
+        ("PATCH", SCOPED + r"/(?P<collection>\w+)" + NAMED, "collection_patch"),
     ]
 ]
 
@@ -378,7 +480,8 @@ class FakeGce:
             self.changed.notify_all()
 
     def configure(self, **settings: Any) -> None:
-        """Change some of step_seconds, bootstrap_seconds, bootstrap_fails, instance_quota."""
+        """Change some of step_seconds, bootstrap_seconds, bootstrap_fails, instance_quota,
+        serving_port."""
         unknown = set(settings) - set(DEFAULTS)
         if unknown:
             raise ValueError(f"Unknown setting(s): {', '.join(sorted(unknown))}")
@@ -391,8 +494,8 @@ class FakeGce:
 
     def state(self) -> Body:
         """A snapshot for assertions: each collection by resource name (an instance also shows
-        the fake's `resets` and `guestAttributes`), then operations, serviceAccounts, config and
-        revoked."""
+        the fake's `resets` and `guestAttributes`, an instance group its `members`' names), then
+        managedZones (each with its `rrsets`), operations, serviceAccounts, config and revoked."""
         with self.lock:
             snapshot: Body = {
                 collection: {
@@ -406,7 +509,13 @@ class FakeGce:
                     "resets": machine.resets,
                     "guestAttributes": guest,
                 }
+            for key in self.resources["instanceGroups"]:
+                members = [short(member) for member in self._group_members(key)]
+                snapshot["instanceGroups"][short(key)]["members"] = members
             snapshot.update(
+                managedZones={
+                    name: zone.body | {"rrsets": zone.rrsets} for name, zone in self.dns.items()
+                },
                 operations=self.operations,
                 serviceAccounts=self.accounts,
                 config=self.config,
@@ -434,6 +543,8 @@ class FakeGce:
         self.resources: dict[str, dict[str, Body]] = {name: {} for name in COLLECTIONS}
         self.machines: dict[str, Machine] = {}  # instance key → Machine
         self.group_failures: dict[str, list[Body]] = {}  # MIG key → instances it could not create
+        self.group_instances: dict[str, list[str]] = {}  # unmanaged group key → instance keys
+        self.dns: dict[str, ManagedZone] = {}  # by zone name
         self.operations: dict[str, Body] = {}
         self.accounts: dict[str, Body] = {}
         self.revoked: set[str] = set()
@@ -449,6 +560,8 @@ class FakeGce:
             with self.lock:
                 self._check_location(params)
                 answer = getattr(self, handler)(Request(query, raw), params)
+                if answer is None:  # Cloud DNS's delete
+                    return 204, b""
                 return 200, json.dumps(answer).encode()
         except ApiError as error:
             return error.status, json.dumps(error.body).encode()
@@ -528,9 +641,9 @@ class FakeGce:
         """The key ("global/networks/x") of the existing resource a URL or partial URL names."""
         match = REFERENCE.fullmatch(value) if isinstance(value, str) else None
         path = match and (match["path"] or match["bare"])
-        scope = COLLECTIONS[collection].scope
-        shape = "global" if scope == "global" else scope + "/[^/]+"
-        if not match or not path or not re.fullmatch(rf"{shape}/{collection}/[^/]+", path):
+        scopes = COLLECTIONS[collection].scope.split()
+        shape = "|".join("global" if scope == "global" else scope + "/[^/]+" for scope in scopes)
+        if not match or not path or not re.fullmatch(rf"(?:{shape})/{collection}/[^/]+", path):
             raise invalid_field(field_name, value, "The URL is malformed.")
         if match["project"] not in (None, self.project):
             raise not_found(f"projects/{match['project']}")
@@ -543,6 +656,37 @@ class FakeGce:
             raise invalid_field(field_name, value or "", f"Must match regex '{NAME.pattern}'")
         return value
 
+    def _link_references(self, body: Any, path: str, collection: str, where: str) -> None:
+        """Replace each URL at a reference path ("network", "healthChecks[]", "backends[].group")
+        by the full link of the existing resource it names. One not given is left alone."""
+        head, _, rest = path.partition(".")
+        name = head.removesuffix("[]")
+        if not isinstance(body, dict) or body.get(name) in (None, "", []):
+            return
+        where = f"{where}.{name}"
+        if head.endswith("[]"):
+            items = body[name]
+            if not isinstance(items, list):
+                raise invalid_field(where, items, "A list is expected.")
+            for index, item in enumerate(items):
+                if rest:
+                    self._link_references(item, rest, collection, f"{where}[{index}]")
+                else:
+                    items[index] = self._link(self._resolve(f"{where}[{index}]", item, collection))
+        elif rest:
+            self._link_references(body[name], rest, collection, where)
+        else:
+            body[name] = self._link(self._resolve(where, body[name], collection))
+
+    def _check_fields(self, collection: str, body: Body) -> None:
+        """The required fields are there; the references name existing resources (made links)."""
+        spec = COLLECTIONS[collection]
+        for required in spec.required:
+            if body.get(required) in (None, "", [], {}):
+                raise invalid(f"Required field 'resource.{required}' not specified")
+        for path, target in spec.references:
+            self._link_references(body, path, target, "resource")
+
     def _new_resource(self, collection: str, scope: str, body: Body) -> tuple[str, Body]:
         """Check a new resource's name, required fields and references; add the standard fields."""
         spec = COLLECTIONS[collection]
@@ -550,29 +694,32 @@ class FakeGce:
         key = f"{scope}/{collection}/{name}"
         if key in self.resources[collection]:
             raise already_exists(self._relative(key))
-        for required in spec.required:
-            if body.get(required) in (None, "", [], {}):
-                raise invalid(f"Required field 'resource.{required}' not specified")
-        for reference, target in spec.references:
-            body[reference] = self._link(
-                self._resolve(f"resource.{reference}", body[reference], target)
-            )
+        self._check_fields(collection, body)
         body.update(kind=spec.kind, id=new_id(), creationTimestamp=now(), selfLink=self._link(key))
         if scope != "global":
             body[scope.split("/")[0].removesuffix("s")] = self._link(scope)  # "region" or "zone"
         return key, body
 
+    def _named(self, collection: str, body: Body) -> set[str]:
+        """The links of the resources this one uses: its references, its interfaces' network and
+        subnetwork, a forwarding rule's reserved address."""
+        named = {link for path, _ in COLLECTIONS[collection].references
+                 for link in values_at(body, path)}  # fmt: skip
+        for nic in body.get("networkInterfaces", []):
+            named |= {nic["network"], nic["subnetwork"]}
+        if collection == "forwardingRules":
+            named |= {address["selfLink"] for address in self.resources["addresses"].values()
+                      if address["address"] == body["IPAddress"]}  # fmt: skip
+        return named
+
     def _in_use(self, body: Body) -> OperationError | None:
         """Why a resource cannot go yet: another one names it (network, template, target...)."""
-        for items in self.resources.values():
+        for collection, items in self.resources.items():
             for other in items.values():
-                named = {other.get(name) for name in ("network", "instanceTemplate", "target")}
-                for nic in other.get("networkInterfaces", []):
-                    named |= {nic["network"], nic["subnetwork"]}
-                if body["selfLink"] in named:
+                if body["selfLink"] in self._named(collection, other):
                     return OperationError(
                         "RESOURCE_IN_USE_BY_ANOTHER_RESOURCE",
-                        f"The {body['kind'].split('#')[1]} resource '{self._relative(body)}' "
+                        f"The {snake(body['kind'])} resource '{self._relative(body)}' "
                         f"is already being used by '{self._relative(other)}'",
                     )
         return None
@@ -675,14 +822,18 @@ class FakeGce:
         return self._image(params["image_project"], params["name"], family=False)
 
     # ---- simple collections -------------------------------------------------------------------
-    def _collection(self, params: dict[str, str]) -> str:
+    def _collection(self, params: dict[str, str], *, writing: bool = False) -> str:
         collection, scope = params["collection"], params["scope"].split("/")[0]
-        if collection not in COLLECTIONS or COLLECTIONS[collection].scope != scope:
+        if collection not in COLLECTIONS or scope not in COLLECTIONS[collection].scope.split():
             raise ApiError(404, "notFound", f"The fake does not model {scope}/{collection}")
+        if writing and (scope, collection) in READ_ONLY:
+            why = f"{scope}/{collection} are made and deleted with their managed instance group"
+            raise ApiError(404, "notFound", f"The fake does not model this method: {why}")
         return collection
 
     def _view(self, collection: str, key: str) -> Body:
-        """A resource as GET shows it: a MIG with its current actions and whether it is stable."""
+        """A resource as GET shows it: a MIG with its current actions and whether it is stable,
+        an address IN_USE (with its users) while a forwarding rule has it, a group's size."""
         body = copy.deepcopy(self.resources[collection][key])
         if collection == "instanceGroupManagers":
             actions = Counter(entry["currentAction"] for entry in self._managed_instances(key))
@@ -690,6 +841,14 @@ class FakeGce:
                 action.lower(): actions[action] for action in ("NONE", "CREATING", "DELETING")
             }
             body["status"] = {"isStable": set(actions) <= {"NONE"}}
+        elif collection == "addresses":  # IN_USE while a forwarding rule has it
+            users = [rule["selfLink"] for rule in self.resources["forwardingRules"].values()
+                     if rule["IPAddress"] == body["address"]]  # fmt: skip
+            body["status"] = "IN_USE" if users else "RESERVED"
+            if users:
+                body["users"] = users
+        elif collection == "instanceGroups":
+            body["size"] = len(self._group_members(key))
         return body
 
     def collection_list(self, request: Request, params: dict[str, str]) -> Body:
@@ -708,9 +867,8 @@ class FakeGce:
         self._get(collection, key)
         return self._view(collection, key)
 
-    def collection_insert(self, request: Request, params: dict[str, str]) -> Body:
-        collection, scope = self._collection(params), self._scope(params)
-        key, body = self._new_resource(collection, scope, request.json())
+    def _prepare(self, collection: str, body: Body) -> None:
+        """Check a new or patched resource further and fill in what Compute does by default."""
         if collection == "networks":
             body.setdefault("routingConfig", {"routingMode": "REGIONAL"})
         elif collection == "subnetworks":
@@ -718,14 +876,54 @@ class FakeGce:
         elif collection == "firewalls":
             body.setdefault("direction", "INGRESS")
             body.setdefault("priority", 1000)
+        elif collection == "addresses":
+            self._prepare_address(body)
+        elif collection == "healthChecks":
+            self._prepare_health_check(body)
+        elif collection == "instanceGroups":
+            body["namedPorts"] = self._named_ports(body.get("namedPorts", []))
+            body["fingerprint"] = fingerprint()
+        elif collection == SERVICE:
+            self._prepare_backend_service(body)
+        elif collection == "forwardingRules":
+            self._prepare_forwarding_rule(body)
+        if collection in ("urlMaps", "targetHttpProxies"):
+            body["fingerprint"] = fingerprint()
+
+    def collection_insert(self, request: Request, params: dict[str, str]) -> Body:
+        collection, scope = self._collection(params, writing=True), self._scope(params)
+        key, body = self._new_resource(collection, scope, request.json())
+        self._prepare(collection, body)
         self.resources[collection][key] = body
         operation = self._operation("insert", body["selfLink"], scope)
         self._in_steps(operation, [lambda: None])
         return operation
 
+    def collection_patch(self, request: Request, params: dict[str, str]) -> Body:
+        """The body merged into the resource (a list given replaces the old one), then checked
+        as an insert would be; a stale fingerprint is refused."""
+        collection = self._collection(params, writing=True)
+        if not COLLECTIONS[collection].patchable:
+            raise ApiError(404, "notFound", f"The fake does not model PATCH of {collection}")
+        key = self._key(params, collection)
+        current, patch = self._get(collection, key), request.json()
+        if patch.get("name", current["name"]) != current["name"]:
+            raise invalid_field("resource.name", patch["name"], "The name cannot change.")
+        if patch.get("fingerprint", current.get("fingerprint")) != current.get("fingerprint"):
+            raise ApiError(412, "conditionNotMet", "Supplied fingerprint does not match current "
+                           "fingerprint.")  # fmt: skip
+        changes = {name: value for name, value in patch.items() if name not in FIXED}
+        body = merge_patch(copy.deepcopy(current), changes)
+        self._check_fields(collection, body)
+        self._prepare(collection, body)
+        self.resources[collection][key] = body
+        operation = self._operation("patch", body["selfLink"], self._scope(params))
+        self._in_steps(operation, [lambda: None])
+        return operation
+
     def collection_delete(self, request: Request, params: dict[str, str]) -> Body:
         """Deleted a step later, unless something uses it then (a network, a template...)."""
-        collection = self._collection(params)
+        collection = self._collection(params, writing=True)
         key = self._key(params, collection)
         body = self._get(collection, key)
         operation = self._operation("delete", body["selfLink"], self._scope(params))
@@ -734,6 +932,7 @@ class FakeGce:
             if error := self._in_use(body):
                 return error
             self.resources[collection].pop(key, None)
+            self.group_instances.pop(key, None)  # an unmanaged group's members stay instances
             return None
 
         self._in_steps(operation, [remove])
@@ -851,6 +1050,9 @@ class FakeGce:
     def _set_status(self, key: str, status: str) -> None:
         if status == DELETED:
             del self.resources["instances"][key], self.machines[key]
+            for members in self.group_instances.values():  # it leaves its unmanaged groups
+                if key in members:
+                    members.remove(key)
             return
         instance = self.resources["instances"][key]
         instance["status"] = status
@@ -992,8 +1194,19 @@ class FakeGce:
         for key in self._members(group_key, deleting=False)[::-1][:count]:
             self._in_steps(None, self._delete_steps(key))
 
+    def _template_network(self, template_link: str) -> str | None:
+        """The network of the template's first interface (through its subnetwork)."""
+        template = self.resources["instanceTemplates"][self._key_of(template_link)]
+        nics = template["properties"].get("networkInterfaces") or [{}]
+        try:
+            subnet = self._resolve("subnetwork", nics[0].get("subnetwork"), "subnetworks")
+        except ApiError:
+            return nics[0].get("network")
+        return str(self.resources["subnetworks"][subnet]["network"])
+
     def group_insert(self, request: Request, params: dict[str, str]) -> Body:
-        """The group, then its instances (the operation does not wait for them to run)."""
+        """The group and its own regional instance group (named like it, holding its instances),
+        then its instances (the operation does not wait for them to run)."""
         region = params["region"]
         key, group = self._new_resource(
             "instanceGroupManagers", f"regions/{region}", request.json()
@@ -1004,8 +1217,15 @@ class FakeGce:
         ]
         if any(ZONES.get(zone) != region for zone in zones):
             raise invalid_field("resource.distributionPolicy.zones", zones, f"Not all in {region}.")
+        ports = self._named_ports(group.get("namedPorts", []), "resource.namedPorts")
+        own = {"name": group["name"], "namedPorts": ports, "fingerprint": fingerprint()}
+        if network := self._template_network(group["instanceTemplate"]):
+            own["network"] = network
+        own_key, own = self._new_resource("instanceGroups", f"regions/{region}", own)
         group["distributionPolicy"] = {"zones": [{"zone": self._link(f"zones/{z}")} for z in zones]}
         group.update(targetSize=int(group.get("targetSize", 0)), fingerprint=fingerprint())
+        group.update(namedPorts=copy.deepcopy(ports), instanceGroup=own["selfLink"])
+        self.resources["instanceGroups"][own_key] = own
         self.resources["instanceGroupManagers"][key], self.group_failures[key] = group, []
         self._group_grow(key, group["targetSize"])
         operation = self._operation("insert", group["selfLink"], self._scope(params))
@@ -1034,21 +1254,375 @@ class FakeGce:
         return {"managedInstances": self._managed_instances(key)}
 
     def group_delete(self, request: Request, params: dict[str, str]) -> Body:
-        """Delete the group's instances, then (a step after they are gone) the group itself."""
+        """Delete the group's instances, then (a step after they are gone) the group itself and
+        its own instance group."""
         key = self._key(params, "instanceGroupManagers")
         group = self._get("instanceGroupManagers", key)
+        own_key = self._key_of(group["instanceGroup"])
         operation = self._operation("delete", group["selfLink"], self._scope(params))
-        if error := self._in_use(group):  # an autoscaler targets it
+        own = self.resources["instanceGroups"].get(own_key)
+        # an autoscaler targets it, a backend service has its instance group
+        if error := self._in_use(group) or (own and self._in_use(own)):
             self._in_steps(operation, [lambda: error])
             return operation
         self._group_shrink(key, len(self._members(key)) + len(self.group_failures[key]))
 
         def remove() -> None:
             self.resources["instanceGroupManagers"].pop(key, None)
+            self.resources["instanceGroups"].pop(own_key, None)
             self.group_failures.pop(key, None)
 
         self._in_steps(operation, [lambda: None, remove])
         return operation
+
+    # ---- load balancing -----------------------------------------------------------------------
+    def _public_address(self) -> str:
+        """A global external IPv4 address no address or forwarding rule has yet."""
+        taken = {address["address"] for address in self.resources["addresses"].values()}
+        taken |= {rule["IPAddress"] for rule in self.resources["forwardingRules"].values()}
+        while True:
+            address = f"34.120.{secrets.randbelow(256)}.{1 + secrets.randbelow(254)}"
+            if address not in taken:
+                return address
+
+    def _prepare_address(self, body: Body) -> None:
+        body.setdefault("addressType", "EXTERNAL")
+        body.setdefault("ipVersion", "IPV4")
+        if body["addressType"] != "EXTERNAL" or body["ipVersion"] != "IPV4":
+            raise invalid_field("resource.addressType", body["addressType"],
+                                "The fake reserves external IPv4 addresses only.")  # fmt: skip
+        body.update(address=self._public_address(), networkTier="PREMIUM", status="RESERVED")
+
+    def _prepare_health_check(self, body: Body) -> None:
+        if body["type"] != "HTTP":
+            raise invalid_field("resource.type", body["type"], "The fake models HTTP checks only.")
+        check = body.setdefault("httpHealthCheck", {})
+        check.setdefault("port", 80)
+        check.setdefault("requestPath", "/")
+        check.setdefault("proxyHeader", "NONE")
+        if isinstance(check["port"], bool) or check["port"] not in range(1, 65536):
+            raise invalid_field("resource.httpHealthCheck.port", check["port"], "Must be 1-65535.")
+        if not str(check["requestPath"]).startswith("/"):
+            raise invalid_field("resource.httpHealthCheck.requestPath", check["requestPath"],
+                                "Must start with '/'.")  # fmt: skip
+        for name, default in [("checkIntervalSec", 5), ("timeoutSec", 5),
+                              ("healthyThreshold", 2), ("unhealthyThreshold", 2)]:  # fmt: skip
+            body.setdefault(name, default)
+        if body["timeoutSec"] > body["checkIntervalSec"]:
+            raise invalid_field("resource.timeoutSec", body["timeoutSec"],
+                                "timeoutSec should be less than checkIntervalSec.")  # fmt: skip
+
+    def _prepare_backend_service(self, body: Body) -> None:
+        body.setdefault("protocol", "HTTP")
+        body.setdefault("portName", "http")
+        body.setdefault("loadBalancingScheme", "EXTERNAL")
+        body.setdefault("timeoutSec", 30)
+        if body["protocol"] not in ("HTTP", "HTTPS", "HTTP2"):
+            raise invalid_field("resource.protocol", body["protocol"], "HTTP, HTTPS or HTTP2.")
+        if body["loadBalancingScheme"] not in ("EXTERNAL", "EXTERNAL_MANAGED"):
+            raise invalid_field("resource.loadBalancingScheme", body["loadBalancingScheme"],
+                                "The fake models global external load balancers only.")  # fmt: skip
+        backends, checks = body.setdefault("backends", []), body.setdefault("healthChecks", [])
+        for index, backend in enumerate(backends):
+            if not backend.get("group"):
+                raise invalid(f"Required field 'resource.backends[{index}].group' not specified")
+            backend.setdefault("balancingMode", "UTILIZATION")
+            backend.setdefault("capacityScaler", 1)
+        groups = [backend["group"] for backend in backends]
+        if len(set(groups)) < len(groups):
+            raise invalid_field("resource.backends", groups, "A group is a backend only once.")
+        if backends and not checks:
+            raise invalid_field("resource.healthChecks", "", "A backend service with instance "
+                                "group backends needs a health check.")  # fmt: skip
+        if len(checks) > 1:
+            raise invalid_field("resource.healthChecks", checks, "At most one health check.")
+        body["fingerprint"] = fingerprint()
+
+    def _prepare_forwarding_rule(self, body: Body) -> None:
+        """The IPAddress, a reserved address's URL or literal (none: an ephemeral one), becomes
+        the literal; the port range is 80 or 8080, the scheme that of the backend service."""
+        given = body.get("IPAddress")
+        reserved = {address["address"] for address in self.resources["addresses"].values()}
+        if not given:
+            body["IPAddress"] = self._public_address()
+        elif re.fullmatch(r"[\d.]+", str(given)):
+            if given not in reserved:
+                raise invalid_field("resource.IPAddress", given,
+                                    "Not a reserved global address of the project.")  # fmt: skip
+        else:
+            key = self._resolve("resource.IPAddress", given, "addresses")
+            body["IPAddress"] = self.resources["addresses"][key]["address"]
+        if body.setdefault("IPProtocol", "TCP") != "TCP":
+            raise invalid_field("resource.IPProtocol", body["IPProtocol"], "Must be TCP.")
+        ports = re.fullmatch(r"(\d+)(?:-(\d+))?", str(body["portRange"]))
+        if not ports or ports[1] != (ports[2] or ports[1]) or int(ports[1]) not in (80, 8080):
+            raise invalid_field("resource.portRange", body["portRange"],
+                                "A target HTTP proxy serves on port 80 or 8080.")  # fmt: skip
+        body["portRange"] = f"{ports[1]}-{ports[1]}"
+        scheme = body.setdefault("loadBalancingScheme", "EXTERNAL")
+        proxy = self.resources["targetHttpProxies"][self._key_of(body["target"])]
+        url_map = self.resources["urlMaps"][self._key_of(proxy["urlMap"])]
+        service = self.resources[SERVICE][self._key_of(url_map["defaultService"])]
+        if service["loadBalancingScheme"] != scheme:
+            raise invalid_field("resource.loadBalancingScheme", scheme,
+                                f"The backend service's is {service['loadBalancingScheme']}.")  # fmt: skip
+        body.update(networkTier="PREMIUM", fingerprint=fingerprint())
+
+    def _named_ports(self, ports: Any, where: str = "resource.namedPorts") -> list[Body]:
+        if not isinstance(ports, list) or not all(isinstance(port, dict) for port in ports):
+            raise invalid_field(where, ports, "A list of {name, port} is expected.")
+        for index, port in enumerate(ports):
+            self._check_name(port.get("name"), f"{where}[{index}].name")
+            number = port.get("port")
+            if isinstance(number, bool) or number not in range(1, 65536):
+                raise invalid_field(f"{where}[{index}].port", number, "Must be 1-65535.")
+        return [{"name": port["name"], "port": port["port"]} for port in ports]
+
+    def _group_members(self, key: str) -> list[str]:
+        """The instance keys of an instance group: a MIG's instances for its own group."""
+        manager = key.replace("/instanceGroups/", "/instanceGroupManagers/")
+        if manager in self.resources["instanceGroupManagers"]:
+            return self._members(manager)
+        return list(self.group_instances.get(key, []))
+
+    def igroup_members(self, request: Request, params: dict[str, str]) -> Body:
+        """addInstances / removeInstances of an unmanaged group: checked at once, done a step
+        later. An added instance must be in the group's zone and network (the first sets it)."""
+        key, action = self._key(params, "instanceGroups"), params["action"]
+        group = self._get("instanceGroups", key)
+        entries = request.json().get("instances") or []
+        if not isinstance(entries, list) or not all(isinstance(entry, dict) for entry in entries):
+            raise invalid_field("instances", entries, "A list of {instance} is expected.")
+        members, chosen = self.group_instances.setdefault(key, []), []
+        network = group.get("network")
+        for index, entry in enumerate(entries):
+            where = f"instances[{index}].instance"
+            instance_key = self._resolve(where, entry.get("instance"), "instances")
+            if instance_key.split("/")[1] != params["zone"]:
+                raise invalid_field(where, entry["instance"], f"Not in zone {params['zone']}.")
+            relative = (self._relative(instance_key), self._relative(key))
+            if action == "addInstances":
+                if instance_key in members:
+                    raise ApiError(400, "memberAlreadyExists",
+                                   "The resource '{}' is already a member of '{}'".format(*relative))  # fmt: skip
+                nic = self.resources["instances"][instance_key]["networkInterfaces"][0]
+                if (network := network or nic["network"]) != nic["network"]:
+                    raise invalid_field(where, entry["instance"], "Not in the group's network.")
+            elif instance_key not in members:
+                raise ApiError(400, "memberNotFound",
+                               "The resource '{}' is not a member of '{}'".format(*relative))  # fmt: skip
+            chosen.append(instance_key)
+        if network:
+            group["network"] = network
+
+        def apply() -> None:
+            current = self.group_instances.get(key)
+            for instance_key in chosen if current is not None else []:
+                if action == "removeInstances" and instance_key in current:
+                    current.remove(instance_key)
+                elif action == "addInstances" and instance_key not in current:
+                    current.append(instance_key)
+
+        operation = self._operation(action, group["selfLink"], self._scope(params))
+        self._in_steps(operation, [apply])
+        return operation
+
+    def igroup_list_instances(self, request: Request, params: dict[str, str]) -> Body:
+        key = self._key(params, "instanceGroups")
+        group = self._get("instanceGroups", key)
+        state = request.json().get("instanceState", "ALL")
+        if state not in ("ALL", "RUNNING"):
+            raise invalid_field("instanceState", state, "ALL or RUNNING.")
+        items = []
+        for member in self._group_members(key):
+            instance = self.resources["instances"].get(member)
+            if instance and state in ("ALL", instance["status"]):
+                items.append({"instance": instance["selfLink"], "status": instance["status"]})
+                if group["namedPorts"]:
+                    items[-1]["namedPorts"] = copy.deepcopy(group["namedPorts"])
+        kind = "regionInstanceGroups" if "region" in params else "instanceGroups"
+        return {"kind": f"compute#{kind}ListInstances", "items": items}
+
+    def igroup_named_ports(self, request: Request, params: dict[str, str]) -> Body:
+        """setNamedPorts of a zonal group or a MIG's own (the MIG shows them too)."""
+        key = self._key(params, "instanceGroups")
+        group, body = self._get("instanceGroups", key), request.json()
+        if body.get("fingerprint", group["fingerprint"]) != group["fingerprint"]:
+            raise ApiError(412, "conditionNotMet", "Supplied fingerprint does not match current "
+                           "fingerprint.")  # fmt: skip
+        ports = self._named_ports(body.get("namedPorts", []), "namedPorts")
+        group.update(namedPorts=ports, fingerprint=fingerprint())
+        manager = key.replace("/instanceGroups/", "/instanceGroupManagers/")
+        if manager in self.resources["instanceGroupManagers"]:
+            self.resources["instanceGroupManagers"][manager]["namedPorts"] = copy.deepcopy(ports)
+        operation = self._operation("setNamedPorts", group["selfLink"], self._scope(params))
+        self._in_steps(operation, [lambda: None])
+        return operation
+
+    def backend_health(self, request: Request, params: dict[str, str]) -> Body:
+        """Each instance of the group, HEALTHY when it runs, its bootstrap reported ready (the
+        simulated NGINX answers) and the health check asks the port it serves on."""
+        service = self._get(SERVICE, self._key(params, SERVICE))
+        given = request.json().get("group")
+        group_key = self._resolve("resourceGroupReference.group", given, "instanceGroups")
+        if self._link(group_key) not in [backend["group"] for backend in service["backends"]]:
+            raise invalid_field("resourceGroupReference.group", given,
+                                f"Not a backend of {self._relative(service)}.")  # fmt: skip
+        checks = [self.resources["healthChecks"][self._key_of(link)]
+                  for link in service["healthChecks"]]  # fmt: skip
+        checked = checks[0]["httpHealthCheck"]["port"] if checks else None
+        named = {port["name"]: port["port"]
+                 for port in self.resources["instanceGroups"][group_key]["namedPorts"]}  # fmt: skip
+        statuses = []
+        for key in self._group_members(group_key):
+            instance, machine = self.resources["instances"][key], self.machines[key]
+            ready = machine.guest.get(BOOTSTRAP_ATTRIBUTE) == "ready"
+            healthy = instance["status"] == "RUNNING" and ready
+            healthy = healthy and checked == self.config["serving_port"]
+            statuses.append(
+                {"instance": instance["selfLink"],
+                 "ipAddress": instance["networkInterfaces"][0]["networkIP"],
+                 "port": named.get(service["portName"], checked),
+                 "healthState": "HEALTHY" if healthy else "UNHEALTHY"}
+            )  # fmt: skip
+        answer: Body = {"kind": "compute#backendServiceGroupHealth"}
+        if statuses:
+            answer["healthStatus"] = statuses
+        return answer
+
+    # ---- Cloud DNS ----------------------------------------------------------------------------
+    def _dns_zone(self, params: dict[str, str]) -> ManagedZone:
+        """A zone by its name or id."""
+        wanted = params["managed_zone"]
+        for zone in self.dns.values():
+            if wanted in (zone.body["name"], zone.body["id"]):
+                return zone
+        raise ApiError(404, "notFound",
+                       f"The 'parameters.managedZone' resource named '{wanted}' does not exist.")  # fmt: skip
+
+    @staticmethod
+    def _rrset(name: str, kind: str, ttl: int, rrdatas: list[str]) -> Body:
+        return {"kind": "dns#resourceRecordSet", "name": name, "type": kind, "ttl": ttl,
+                "rrdatas": rrdatas}  # fmt: skip
+
+    def dns_zone_list(self, request: Request, params: dict[str, str]) -> Body:
+        """All zones, or (?dnsName=) those of exactly that name, its final dot included."""
+        wanted = request.query.get("dnsName")
+        zones = [copy.deepcopy(zone.body) for zone in self.dns.values()
+                 if wanted is None or zone.body["dnsName"] == wanted]  # fmt: skip
+        return {"kind": "dns#managedZonesListResponse", "managedZones": zones}
+
+    def dns_zone_create(self, request: Request, params: dict[str, str]) -> Body:
+        """A public zone, with its SOA and NS record sets on one of five name server shards."""
+        body = request.json()
+        name, dns_name = body.get("name"), body.get("dnsName")
+        if not isinstance(name, str) or not NAME.fullmatch(name):
+            raise invalid(f"Invalid value for 'entity.managedZone.name': '{name or ''}'")
+        if not isinstance(dns_name, str) or not DNS_NAME.fullmatch(dns_name):
+            raise invalid(f"Invalid value for 'entity.managedZone.dnsName': '{dns_name or ''}'")
+        if not body.get("description"):
+            raise ApiError(400, "required", "Required value for 'entity.managedZone.description'")
+        if body.get("visibility", "public") != "public":
+            raise invalid(f"Invalid value for 'entity.managedZone.visibility': "
+                          f"'{body['visibility']}' (the fake models public zones only)")  # fmt: skip
+        if name in self.dns:
+            raise ApiError(409, "alreadyExists",
+                           f"The resource 'entity.managedZone' named '{name}' already exists")  # fmt: skip
+        shard = secrets.choice("abcde")
+        servers = [f"ns-cloud-{shard}{index}.googledomains.com." for index in range(1, 5)]
+        zone = {"kind": "dns#managedZone", "name": name, "dnsName": dns_name,
+                "description": body["description"], "id": new_id(), "nameServers": servers,
+                "creationTime": now(), "visibility": "public", "labels": body.get("labels", {}),
+                "cloudLoggingConfig": {"kind": "dns#managedZoneCloudLoggingConfig"}}  # fmt: skip
+        soa = f"{servers[0]} cloud-dns-hostmaster.google.com. 1 {SOA_TIMES}"
+        rrsets = [self._rrset(dns_name, "SOA", 21600, [soa]),
+                  self._rrset(dns_name, "NS", 21600, servers)]  # fmt: skip
+        self.dns[name] = ManagedZone(zone, rrsets)
+        return copy.deepcopy(zone)
+
+    def dns_zone_get(self, request: Request, params: dict[str, str]) -> Body:
+        return copy.deepcopy(self._dns_zone(params).body)
+
+    def dns_zone_delete(self, request: Request, params: dict[str, str]) -> None:
+        """204, unless the zone holds record sets besides its own SOA and NS."""
+        zone = self._dns_zone(params)
+        apex = {(zone.body["dnsName"], "SOA"), (zone.body["dnsName"], "NS")}
+        if any((rrset["name"], rrset["type"]) not in apex for rrset in zone.rrsets):
+            raise ApiError(400, "containerNotEmpty", f"The resource named '{zone.body['name']}' "
+                           "cannot be deleted because it is not empty")  # fmt: skip
+        del self.dns[zone.body["name"]]
+
+    def dns_rrsets(self, request: Request, params: dict[str, str]) -> Body:
+        zone = self._dns_zone(params)
+        name, kind = request.query.get("name"), request.query.get("type")
+        if kind and not name:
+            raise invalid("Invalid value for 'parameters.type': it needs 'parameters.name' too")
+        rrsets = [rrset for rrset in zone.rrsets
+                  if name in (None, rrset["name"]) and kind in (None, rrset["type"])]  # fmt: skip
+        return {"kind": "dns#resourceRecordSetsListResponse", "rrsets": copy.deepcopy(rrsets)}
+
+    def _change_rrset(self, zone: ManagedZone, rrset: Any, where: str) -> Body:
+        """A record set of a change, checked: a name in the zone, a type, a TTL, its data."""
+        if not isinstance(rrset, dict):
+            raise invalid(f"Invalid value for '{where}': '{rrset}'")
+        name, kind, ttl, rrdatas = (rrset.get(part) for part in ("name", "type", "ttl", "rrdatas"))
+        apex = zone.body["dnsName"]
+        inside = isinstance(name, str) and (name == apex or name.endswith("." + apex))
+        if not inside or not DNS_NAME.fullmatch(name):
+            raise invalid(f"Invalid value for '{where}.name': '{name or ''}'")
+        if kind not in RECORD_TYPES:
+            raise invalid(f"Invalid value for '{where}.type': '{kind or ''}'")
+        if isinstance(ttl, str) and ttl.isdigit():
+            ttl = int(ttl)
+        if not isinstance(ttl, int) or isinstance(ttl, bool) or ttl < 0:
+            raise invalid(f"Invalid value for '{where}.ttl': '{ttl or ''}'")
+        if not isinstance(rrdatas, list) or not rrdatas or (kind == "CNAME" and len(rrdatas) > 1):
+            raise invalid(f"Invalid value for '{where}.rrdatas': '{rrdatas or ''}'")
+        for index, data in enumerate(rrdatas):
+            try:
+                if kind == "A":
+                    ipaddress.IPv4Address(data)
+                elif kind == "AAAA":
+                    ipaddress.IPv6Address(data)
+            except ValueError:
+                raise invalid(f"Invalid value for '{where}.rrdata[{index}]': '{data}'") from None
+        return self._rrset(name, kind, ttl, [str(data) for data in rrdatas])
+
+    def dns_change(self, request: Request, params: dict[str, str]) -> Body:
+        """Deletions (each matching a record set exactly), then additions (of a name and type
+        not there), all or nothing; done at once."""
+        zone, body = self._dns_zone(params), request.json()
+        additions = [self._change_rrset(zone, rrset, f"entity.change.additions[{index}]")
+                     for index, rrset in enumerate(body.get("additions") or [])]  # fmt: skip
+        deletions = [self._change_rrset(zone, rrset, f"entity.change.deletions[{index}]")
+                     for index, rrset in enumerate(body.get("deletions") or [])]  # fmt: skip
+        if not additions and not deletions:
+            raise ApiError(400, "required", "Required value for 'entity.change'")
+        rrsets = list(zone.rrsets)
+        for index, deletion in enumerate(deletions):
+            if deletion not in rrsets:
+                raise ApiError(412, "conditionNotMet",
+                               f"Precondition not met for 'entity.change.deletions[{index}]'")  # fmt: skip
+            rrsets.remove(deletion)
+        for index, addition in enumerate(additions):
+            if any((rrset["name"], rrset["type"]) == (addition["name"], addition["type"])
+                   for rrset in rrsets):  # fmt: skip
+                raise ApiError(409, "alreadyExists",
+                               f"The resource 'entity.change.additions[{index}]' named "
+                               f"'{addition['name']} ({addition['type']})' already exists")  # fmt: skip
+            rrsets.append(addition)
+        apex = zone.body["dnsName"]
+        kept = {(rrset["name"], rrset["type"]) for rrset in rrsets}
+        if not {(apex, "SOA"), (apex, "NS")} <= kept:
+            raise invalid(f"Invalid value for 'entity.change': the zone keeps its SOA and NS "
+                          f"record sets at '{apex}'")  # fmt: skip
+        for name in {name for name, kind in kept if kind == "CNAME"}:
+            if sum(other == name for other, _ in kept) > 1:
+                raise ApiError(400, "cnameResourceRecordSetConflict",
+                               f"The resource named '{name}' has a CNAME and another record set")  # fmt: skip
+        zone.rrsets, zone.changes = rrsets, zone.changes + 1
+        return {"kind": "dns#change", "id": str(zone.changes), "startTime": now(),
+                "status": "done", "additions": additions, "deletions": deletions}  # fmt: skip
 
     # ---- IAM service accounts -----------------------------------------------------------------
     def _iam_project(self, params: dict[str, str], *, any_allowed: bool = False) -> None:

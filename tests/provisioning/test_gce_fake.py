@@ -557,6 +557,477 @@ def test_an_autoscaler_keeps_its_target_and_policy(client):
     succeeded(client, autoscalers.delete(project=PROJECT, region=REGION, autoscaler="zopday-as"))
 
 
+# ---- load balancing ---------------------------------------------------------------------------
+GROUP = f"zones/{ZONE}/instanceGroups/zopday-ig"
+SERVICE = {"project": PROJECT, "backend_service": "zopday-bes"}
+
+
+def make_health_check(client, port: int = 80) -> None:
+    check = compute_v1.HealthCheck(
+        name="zopday-hc", type_="HTTP",
+        http_health_check=compute_v1.HTTPHealthCheck(port=port, request_path="/healthz"),
+    )  # fmt: skip
+    checks = client(compute_v1.HealthChecksClient)
+    succeeded(client, checks.insert(project=PROJECT, health_check_resource=check))
+
+
+def add_instances(client, *names: str, group: str = "zopday-ig") -> Any:
+    """addInstances to the unmanaged group in ZONE; the operation answered."""
+    request = compute_v1.InstanceGroupsAddInstancesRequest(
+        instances=[compute_v1.InstanceReference(instance=f"zones/{ZONE}/instances/{name}")
+                   for name in names]
+    )  # fmt: skip
+    return client(compute_v1.InstanceGroupsClient).add_instances(
+        project=PROJECT, zone=ZONE, instance_group=group,
+        instance_groups_add_instances_request_resource=request,
+    )  # fmt: skip
+
+
+def make_zone_group(client, *members: str) -> Any:
+    """The unmanaged group zopday-ig in ZONE, serving "http" on 80, with these instances."""
+    groups = client(compute_v1.InstanceGroupsClient)
+    group = compute_v1.InstanceGroup(
+        name="zopday-ig", network="global/networks/zopday-net",
+        named_ports=[compute_v1.NamedPort(name="http", port=80)],
+    )  # fmt: skip
+    succeeded(client, groups.insert(project=PROJECT, zone=ZONE, instance_group_resource=group))
+    if members:
+        succeeded(client, add_instances(client, *members))
+    return groups
+
+
+def make_backend_service(client, group: str = GROUP) -> Any:
+    services = client(compute_v1.BackendServicesClient)
+    service = compute_v1.BackendService(
+        name="zopday-bes", protocol="HTTP", port_name="http",
+        load_balancing_scheme="EXTERNAL_MANAGED", health_checks=["global/healthChecks/zopday-hc"],
+        backends=[compute_v1.Backend(group=group, balancing_mode="UTILIZATION")],
+    )  # fmt: skip
+    succeeded(client, services.insert(project=PROJECT, backend_service_resource=service))
+    return services
+
+
+def health(client, group: str = GROUP) -> list[tuple[str, str]]:
+    answer = client(compute_v1.BackendServicesClient).get_health(
+        **SERVICE, resource_group_reference_resource=compute_v1.ResourceGroupReference(group=group)
+    )
+    return sorted((short(status.instance), status.health_state) for status in answer.health_status)
+
+
+def refused(client, operation: Any, user: str) -> None:
+    """The delete's operation ends with Compute's in-use error naming the user."""
+    [error] = finished(client, operation).error.errors
+    assert error.code == "RESOURCE_IN_USE_BY_ANOTHER_RESOURCE"
+    assert error.message.endswith(f"is already being used by 'projects/{PROJECT}/{user}'")
+
+
+def test_the_load_balancer_chain_is_made_in_order_and_deleted_in_reverse(gce, client):
+    make_network(client)
+    make_template(client)
+    succeeded(client, make_instance(client))
+    groups = make_zone_group(client, "vm-1")
+    make_health_check(client)
+    addresses = client(compute_v1.GlobalAddressesClient)
+    resource = compute_v1.Address(name="zopday-ip", ip_version="IPV4", labels={"zopday-job": "1"})
+    succeeded(client, addresses.insert(project=PROJECT, address_resource=resource))
+    address = addresses.get(project=PROJECT, address="zopday-ip")
+    assert re.fullmatch(r"34\.120\.\d+\.\d+", address.address)
+    assert (address.status, address.address_type, address.ip_version) == (
+        "RESERVED", "EXTERNAL", "IPV4"
+    )  # fmt: skip
+    services = make_backend_service(client)
+    maps, proxies = client(compute_v1.UrlMapsClient), client(compute_v1.TargetHttpProxiesClient)
+    resource = compute_v1.UrlMap(
+        name="zopday-map", default_service="global/backendServices/zopday-bes"
+    )
+    succeeded(client, maps.insert(project=PROJECT, url_map_resource=resource))
+    resource = compute_v1.TargetHttpProxy(name="zopday-proxy", url_map="global/urlMaps/zopday-map")
+    succeeded(client, proxies.insert(project=PROJECT, target_http_proxy_resource=resource))
+    rules = client(compute_v1.GlobalForwardingRulesClient)
+    resource = compute_v1.ForwardingRule(
+        name="zopday-fr", I_p_address=address.self_link, I_p_protocol="TCP", port_range="80",
+        target="global/targetHttpProxies/zopday-proxy", load_balancing_scheme="EXTERNAL_MANAGED",
+    )  # fmt: skip
+    succeeded(client, rules.insert(project=PROJECT, forwarding_rule_resource=resource))
+
+    rule = rules.get(project=PROJECT, forwarding_rule="zopday-fr")
+    assert (rule.I_p_address, rule.port_range) == (address.address, "80-80")
+    assert rule.target == proxies.get(project=PROJECT, target_http_proxy="zopday-proxy").self_link
+    in_use = addresses.get(project=PROJECT, address="zopday-ip")
+    assert in_use.status == "IN_USE" and list(in_use.users) == [rule.self_link]
+    service = services.get(**SERVICE)
+    assert service.backends[0].group.endswith(f"/{GROUP}") and service.port_name == "http"
+    assert [name for name in gce.state()["urlMaps"]] == ["zopday-map"]
+
+    # deleted in reverse, each part refused while the one above it stands
+    refused(client, addresses.delete(project=PROJECT, address="zopday-ip"),
+            "global/forwardingRules/zopday-fr")  # fmt: skip
+    delete_proxy = {"project": PROJECT, "target_http_proxy": "zopday-proxy"}
+    refused(client, proxies.delete(**delete_proxy), "global/forwardingRules/zopday-fr")
+    succeeded(client, rules.delete(project=PROJECT, forwarding_rule="zopday-fr"))
+    assert addresses.get(project=PROJECT, address="zopday-ip").status == "RESERVED"
+    refused(client, maps.delete(project=PROJECT, url_map="zopday-map"),
+            "global/targetHttpProxies/zopday-proxy")  # fmt: skip
+    succeeded(client, proxies.delete(**delete_proxy))
+    refused(client, services.delete(**SERVICE), "global/urlMaps/zopday-map")
+    succeeded(client, maps.delete(project=PROJECT, url_map="zopday-map"))
+    checks = client(compute_v1.HealthChecksClient)
+    refused(client, checks.delete(project=PROJECT, health_check="zopday-hc"),
+            "global/backendServices/zopday-bes")  # fmt: skip
+    refused(client, groups.delete(project=PROJECT, zone=ZONE, instance_group="zopday-ig"),
+            "global/backendServices/zopday-bes")  # fmt: skip
+    succeeded(client, services.delete(**SERVICE))
+    succeeded(client, checks.delete(project=PROJECT, health_check="zopday-hc"))
+    succeeded(client, groups.delete(project=PROJECT, zone=ZONE, instance_group="zopday-ig"))
+    succeeded(client, addresses.delete(project=PROJECT, address="zopday-ip"))
+    state = gce.state()
+    assert [name for name, items in state.items() if items and name in (
+        "addresses", "healthChecks", "instanceGroups", "backendServices", "urlMaps",
+        "targetHttpProxies", "forwardingRules",
+    )] == []  # fmt: skip
+    assert set(state["instances"]) == {"vm-1"}  # the group's members stay
+
+
+def test_load_balancer_parts_must_name_existing_and_matching_parts(client):
+    make_network(client)
+    make_zone_group(client)
+    services = client(compute_v1.BackendServicesClient)
+
+    def service(**fields: Any) -> Any:
+        resource = compute_v1.BackendService(name="zopday-bes", **fields)
+        return services.insert(project=PROJECT, backend_service_resource=resource)
+
+    backends = [compute_v1.Backend(group=GROUP)]
+    with pytest.raises(exceptions.NotFound, match="global/healthChecks/zopday-hc"):
+        service(health_checks=["global/healthChecks/zopday-hc"], backends=backends)
+    make_health_check(client)
+    with pytest.raises(exceptions.NotFound, match=f"zones/{ZONE}/instanceGroups/elsewhere"):
+        service(health_checks=["global/healthChecks/zopday-hc"],
+                backends=[compute_v1.Backend(group=f"zones/{ZONE}/instanceGroups/elsewhere")])  # fmt: skip
+    with pytest.raises(exceptions.BadRequest, match="needs a health check"):
+        service(backends=backends)
+    make_backend_service(client)  # EXTERNAL_MANAGED
+
+    maps, proxies = client(compute_v1.UrlMapsClient), client(compute_v1.TargetHttpProxiesClient)
+    with pytest.raises(exceptions.BadRequest, match="Required field 'resource.defaultService'"):
+        maps.insert(project=PROJECT, url_map_resource=compute_v1.UrlMap(name="zopday-map"))
+    with pytest.raises(exceptions.NotFound, match="backendServices/other"):
+        maps.insert(project=PROJECT, url_map_resource=compute_v1.UrlMap(
+            name="zopday-map", default_service="global/backendServices/other"))  # fmt: skip
+    resource = compute_v1.UrlMap(
+        name="zopday-map", default_service="global/backendServices/zopday-bes"
+    )
+    succeeded(client, maps.insert(project=PROJECT, url_map_resource=resource))
+    resource = compute_v1.TargetHttpProxy(name="zopday-proxy", url_map="global/urlMaps/zopday-map")
+    succeeded(client, proxies.insert(project=PROJECT, target_http_proxy_resource=resource))
+
+    rules = client(compute_v1.GlobalForwardingRulesClient)
+
+    def rule(**fields: Any) -> Any:
+        fields = {"port_range": "80", "load_balancing_scheme": "EXTERNAL_MANAGED"} | fields
+        resource = compute_v1.ForwardingRule(
+            name="zopday-fr", target="global/targetHttpProxies/zopday-proxy", **fields
+        )
+        return rules.insert(project=PROJECT, forwarding_rule_resource=resource)
+
+    with pytest.raises(exceptions.BadRequest, match="backend service's is EXTERNAL_MANAGED"):
+        rule(load_balancing_scheme="EXTERNAL")
+    with pytest.raises(exceptions.BadRequest, match="port 80 or 8080"):
+        rule(port_range="443")
+    with pytest.raises(exceptions.BadRequest, match="Not a reserved global address"):
+        rule(I_p_address="34.120.0.1")
+    succeeded(client, rule())  # no address: an ephemeral one
+    assert re.fullmatch(
+        r"34\.120\.\d+\.\d+", rules.get(project=PROJECT, forwarding_rule="zopday-fr").I_p_address
+    )
+
+
+def test_backend_health_follows_the_bootstrap_and_the_health_checks_port(gce, client):
+    make_network(client)
+    make_template(client)
+    make_template(client, "quiet-tpl", user_data="#cloud-config\n")  # never reports ready
+    succeeded(client, make_instance(client))
+    succeeded(client, make_instance(client, "quiet", "global/instanceTemplates/quiet-tpl"))
+    make_zone_group(client, "vm-1", "quiet")
+    make_health_check(client)
+    make_backend_service(client)
+
+    assert eventually(lambda: health(client) == [("quiet", "UNHEALTHY"), ("vm-1", "HEALTHY")])
+    answer = client(compute_v1.BackendServicesClient).get_health(
+        **SERVICE, resource_group_reference_resource=compute_v1.ResourceGroupReference(
+            group=f"{gce.url}/compute/v1/projects/{PROJECT}/{GROUP}")
+    )  # fmt: skip
+    assert answer.kind == "compute#backendServiceGroupHealth"
+    status = next(s for s in answer.health_status if s.instance.endswith("/vm-1"))
+    assert (status.ip_address, status.port) == (
+        instance(client).network_interfaces[0].network_i_p,
+        80,
+    )
+
+    checks = client(compute_v1.HealthChecksClient)
+    patch = compute_v1.HealthCheck(http_health_check=compute_v1.HTTPHealthCheck(port=8080))
+    succeeded(client, checks.patch_unary(
+        project=PROJECT, health_check="zopday-hc", health_check_resource=patch))  # fmt: skip
+    check = checks.get(project=PROJECT, health_check="zopday-hc")
+    assert (check.http_health_check.port, check.http_health_check.request_path) == (
+        8080,
+        "/healthz",
+    )
+    assert health(client) == [("quiet", "UNHEALTHY"), ("vm-1", "UNHEALTHY")]
+    gce.configure(serving_port=8080)  # the service moved too
+    assert health(client) == [("quiet", "UNHEALTHY"), ("vm-1", "HEALTHY")]
+    stop = client(compute_v1.InstancesClient).stop(project=PROJECT, zone=ZONE, instance="vm-1")
+    succeeded(client, stop)
+    assert health(client) == [("quiet", "UNHEALTHY"), ("vm-1", "UNHEALTHY")]
+    make_group(client, 0)
+    with pytest.raises(exceptions.BadRequest, match="Not a backend of"):
+        health(client, f"regions/{REGION}/instanceGroups/zopday-mig")
+
+
+def test_a_managed_groups_own_instance_group_is_a_backend_until_the_group_goes(gce, client):
+    make_network(client)
+    make_template(client)
+    managers = make_group(client, 2)
+    manager = managers.get(**MIG)
+    assert manager.instance_group.endswith(f"/regions/{REGION}/instanceGroups/zopday-mig")
+    groups = client(compute_v1.RegionInstanceGroupsClient)
+    where = {"project": PROJECT, "region": REGION, "instance_group": "zopday-mig"}
+    request = compute_v1.RegionInstanceGroupsSetNamedPortsRequest(
+        named_ports=[compute_v1.NamedPort(name="http", port=80)]
+    )
+    succeeded(client, groups.set_named_ports_unary(
+        **where, region_instance_groups_set_named_ports_request_resource=request))  # fmt: skip
+    group = groups.get(**where)
+    assert group.size == 2 and [(p.name, p.port) for p in group.named_ports] == [("http", 80)]
+    assert group.network.endswith("/global/networks/zopday-net")
+    assert [(p.name, p.port) for p in managers.get(**MIG).named_ports] == [("http", 80)]
+    assert [g.name for g in groups.list(project=PROJECT, region=REGION)] == ["zopday-mig"]
+    listed = groups.list_instances(
+        **where, region_instance_groups_list_instances_request_resource=(
+            compute_v1.RegionInstanceGroupsListInstancesRequest(instance_state="ALL"))
+    )  # fmt: skip
+    members = {short(member.instance) for member in listed}
+    assert members == {short(m.instance) for m in managers.list_managed_instances(**MIG)}
+
+    make_health_check(client)
+    make_backend_service(client, manager.instance_group)
+    states = lambda: {state for _, state in health(client, manager.instance_group)}  # noqa: E731
+    assert eventually(lambda: states() == {"HEALTHY"})
+    assert len(health(client, manager.instance_group)) == 2
+
+    refused(client, managers.delete(**MIG), "global/backendServices/zopday-bes")
+    assert len(gce.state()["instances"]) == 2  # the refused delete touched nothing
+    succeeded(client, client(compute_v1.BackendServicesClient).delete(**SERVICE))
+    succeeded(client, managers.delete(**MIG))
+    with pytest.raises(exceptions.NotFound):
+        groups.get(**where)
+    assert gce.state()["instanceGroups"] == {} and gce.state()["instances"] == {}
+
+
+def test_patches_merge_into_firewalls_and_backend_services(gce, client):
+    make_network(client)
+    firewalls = client(compute_v1.FirewallsClient)
+    resource = compute_v1.Firewall(
+        name="zopday-lb", network="global/networks/zopday-net", target_tags=["zopday"],
+        source_ranges=["130.211.0.0/22", "35.191.0.0/16"],
+        allowed=[compute_v1.Allowed(I_p_protocol="tcp", ports=["80", "8080"])],
+    )  # fmt: skip
+    succeeded(client, firewalls.insert(project=PROJECT, firewall_resource=resource))
+    patch = compute_v1.Firewall(allowed=[compute_v1.Allowed(I_p_protocol="tcp", ports=["8081"])])
+    operation = firewalls.patch_unary(
+        project=PROJECT, firewall="zopday-lb", firewall_resource=patch
+    )
+    assert succeeded(client, operation).operation_type == "patch"
+    stored = gce.state()["firewalls"]["zopday-lb"]
+    assert stored["allowed"] == [{"IPProtocol": "tcp", "ports": ["8081"]}]  # replaced as a whole
+    assert stored["sourceRanges"] == ["130.211.0.0/22", "35.191.0.0/16"]
+    assert (stored["targetTags"], stored["priority"]) == (["zopday"], 1000)
+    with pytest.raises(exceptions.BadRequest, match="name cannot change"):
+        firewalls.patch_unary(project=PROJECT, firewall="zopday-lb",
+                              firewall_resource=compute_v1.Firewall(name="other"))  # fmt: skip
+    with pytest.raises(exceptions.NotFound):
+        firewalls.patch_unary(project=PROJECT, firewall="nowhere", firewall_resource=patch)
+
+    make_zone_group(client)
+    make_health_check(client)
+    services = make_backend_service(client)
+    before = services.get(**SERVICE)
+
+    def patch_service(**fields: Any) -> Any:
+        resource = compute_v1.BackendService(**fields)
+        return services.patch_unary(**SERVICE, backend_service_resource=resource)
+
+    with pytest.raises(exceptions.NotFound, match="global/healthChecks/missing"):
+        patch_service(health_checks=["global/healthChecks/missing"])
+    succeeded(client, patch_service(timeout_sec=60, fingerprint=before.fingerprint))
+    with pytest.raises(exceptions.PreconditionFailed, match="fingerprint"):
+        patch_service(timeout_sec=90, fingerprint=before.fingerprint)  # stale now
+    after = services.get(**SERVICE)
+    assert (after.timeout_sec, after.port_name, len(after.backends)) == (60, "http", 1)
+    checks = client(compute_v1.HealthChecksClient)
+    with pytest.raises(exceptions.BadRequest, match="HTTP checks only"):
+        checks.patch_unary(project=PROJECT, health_check="zopday-hc",
+                           health_check_resource=compute_v1.HealthCheck(type_="TCP"))  # fmt: skip
+
+
+def test_an_unmanaged_group_adds_lists_and_removes_its_instances(gce, client):
+    make_network(client)
+    make_template(client)
+    for name in ("vm-1", "vm-2"):
+        succeeded(client, make_instance(client, name))
+    request = compute_v1.InsertInstanceRequest(
+        project=PROJECT, zone="us-central1-b", instance_resource=compute_v1.Instance(name="vm-b"),
+        source_instance_template="global/instanceTemplates/zopday-tpl",
+    )  # fmt: skip
+    succeeded(client, client(compute_v1.InstancesClient).insert(request=request))
+    groups = make_zone_group(client)
+    where = {"project": PROJECT, "zone": ZONE, "instance_group": "zopday-ig"}
+    assert groups.get(**where).size == 0
+
+    succeeded(client, add_instances(client, "vm-1", "vm-2"))
+    with pytest.raises(exceptions.BadRequest) as twice:
+        add_instances(client, "vm-1")
+    assert twice.value.errors[0]["reason"] == "memberAlreadyExists"
+    with pytest.raises(exceptions.NotFound, match="instances/vm-9"):
+        add_instances(client, "vm-9")
+    with pytest.raises(exceptions.BadRequest, match=f"Not in zone {ZONE}"):
+        ref = compute_v1.InstanceReference(instance="zones/us-central1-b/instances/vm-b")
+        groups.add_instances(**where, instance_groups_add_instances_request_resource=(
+            compute_v1.InstanceGroupsAddInstancesRequest(instances=[ref])))  # fmt: skip
+    listed = list(groups.list_instances(**where))  # no request body, as the provider calls it
+    assert sorted((short(item.instance), item.status) for item in listed) == [
+        ("vm-1", "RUNNING"), ("vm-2", "RUNNING")
+    ]  # fmt: skip
+    assert [(p.name, p.port) for p in listed[0].named_ports] == [("http", 80)]
+
+    remove = compute_v1.InstanceGroupsRemoveInstancesRequest(
+        instances=[compute_v1.InstanceReference(instance=f"zones/{ZONE}/instances/vm-1")]
+    )
+    succeeded(client, groups.remove_instances(
+        **where, instance_groups_remove_instances_request_resource=remove))  # fmt: skip
+    assert [short(item.instance) for item in groups.list_instances(**where)] == ["vm-2"]
+    with pytest.raises(exceptions.BadRequest, match="is not a member"):
+        groups.remove_instances(**where, instance_groups_remove_instances_request_resource=remove)
+
+    group = groups.get(**where)
+    ports = compute_v1.InstanceGroupsSetNamedPortsRequest(
+        named_ports=[compute_v1.NamedPort(name="http", port=8080)], fingerprint=group.fingerprint
+    )
+    succeeded(client, groups.set_named_ports(
+        **where, instance_groups_set_named_ports_request_resource=ports))  # fmt: skip
+    with pytest.raises(exceptions.PreconditionFailed):  # the fingerprint moved on
+        groups.set_named_ports(**where, instance_groups_set_named_ports_request_resource=ports)
+    group = groups.get(**where)
+    assert group.size == 1 and [(p.name, p.port) for p in group.named_ports] == [("http", 8080)]
+
+    delete = client(compute_v1.InstancesClient).delete(project=PROJECT, zone=ZONE, instance="vm-2")
+    succeeded(client, delete)
+    assert groups.get(**where).size == 0  # a deleted instance leaves its groups
+    assert gce.state()["instanceGroups"]["zopday-ig"]["members"] == []
+
+
+# ---- Cloud DNS ----------------------------------------------------------------------------------
+DNS_ZONE = {"name": "zopday-zone", "dnsName": "example.com.", "description": "ZopDay",
+            "visibility": "public", "labels": {"zopday-job": "job-1"}}  # fmt: skip
+WWW = {"name": "www.example.com.", "type": "A", "ttl": 300, "rrdatas": ["34.120.1.2"]}
+
+
+@pytest.fixture
+def dns(gce, credentials) -> Callable[..., requests.Response]:
+    """dns("POST", "/zone/changes", json=...) → the answer of .../managedZones/zone/changes."""
+    session = AuthorizedSession(credentials)
+    zones = f"{gce.url}/dns/v1/projects/{PROJECT}/managedZones"
+    return lambda method, path="", **kwargs: session.request(
+        method, zones + path, timeout=5, **kwargs
+    )
+
+
+def reason(answer: requests.Response) -> tuple[int, str]:
+    return answer.status_code, answer.json()["error"]["errors"][0]["reason"]
+
+
+def test_dns_zones_are_created_listed_by_name_refused_twice_and_deleted(dns):
+    created = dns("POST", json=DNS_ZONE)
+    assert created.status_code == 200
+    zone = created.json()
+    assert zone["kind"] == "dns#managedZone" and zone["id"] and zone["creationTime"]
+    assert len(zone["nameServers"]) == 4
+    assert all(re.fullmatch(r"ns-cloud-[a-e][1-4]\.googledomains\.com\.", ns)
+               for ns in zone["nameServers"])  # fmt: skip
+    assert dns("POST", json=DNS_ZONE | {"name": "other", "dnsName": "example.org."}).ok
+
+    def names(**params: str) -> list[str]:
+        return [zone["name"] for zone in dns("GET", params=params).json()["managedZones"]]
+
+    assert names(dnsName="example.com.") == ["zopday-zone"]
+    assert names(dnsName="nowhere.com.") == []
+    assert sorted(names()) == ["other", "zopday-zone"]
+
+    again = dns("POST", json=DNS_ZONE)
+    assert reason(again) == (409, "alreadyExists")
+    assert again.json()["error"]["code"] == 409
+    assert again.json()["error"]["errors"][0]["domain"] == "global"
+    assert reason(dns("POST", json=DNS_ZONE | {"name": "z2", "dnsName": "example.net"})) == (
+        400, "invalid"
+    )  # fmt: skip
+    assert dns("GET", f"/{zone['id']}").json()["name"] == "zopday-zone"  # by id as by name
+    sets = dns("GET", "/zopday-zone/rrsets").json()["rrsets"]
+    assert [(s["name"], s["type"], s["ttl"]) for s in sets] == [
+        ("example.com.", "SOA", 21600), ("example.com.", "NS", 21600)
+    ]  # fmt: skip
+    assert sets[1]["rrdatas"] == zone["nameServers"]
+
+    deleted = dns("DELETE", "/other")
+    assert deleted.status_code == 204 and deleted.content == b""
+    missing = dns("GET", "/other")
+    assert reason(missing) == (404, "notFound")
+    assert missing.json()["error"]["message"] == (
+        "The 'parameters.managedZone' resource named 'other' does not exist."
+    )
+
+
+def test_dns_changes_add_and_delete_record_sets_exactly(gce, dns):
+    dns("POST", json=DNS_ZONE)
+    change = dns("POST", "/zopday-zone/changes", json={"additions": [WWW]})
+    assert change.status_code == 200
+    assert change.json()["kind"] == "dns#change" and change.json()["status"] == "done"
+    found = dns("GET", "/zopday-zone/rrsets", params={"name": WWW["name"], "type": "A"})
+    assert found.json()["rrsets"] == [WWW | {"kind": "dns#resourceRecordSet"}]
+
+    assert reason(dns("POST", "/zopday-zone/changes", json={"additions": [WWW]})) == (
+        409, "alreadyExists"
+    )  # fmt: skip
+    outside = WWW | {"name": "www.example.org."}
+    assert reason(dns("POST", "/zopday-zone/changes", json={"additions": [outside]})) == (
+        400, "invalid"
+    )  # fmt: skip
+    stale = WWW | {"ttl": 60}
+    mismatched = dns("POST", "/zopday-zone/changes", json={"deletions": [stale]})
+    assert reason(mismatched) == (412, "conditionNotMet")
+    assert reason(dns("DELETE", "/zopday-zone")) == (400, "containerNotEmpty")
+
+    moved = WWW | {"rrdatas": ["34.120.3.4"]}
+    replace = {"deletions": found.json()["rrsets"], "additions": [moved]}
+    assert dns("POST", "/zopday-zone/changes", json=replace).json()["id"] == "2"
+    rrsets = gce.state()["managedZones"]["zopday-zone"]["rrsets"]
+    assert [s["rrdatas"] for s in rrsets if s["name"] == WWW["name"]] == [["34.120.3.4"]]
+    assert dns("POST", "/zopday-zone/changes", json={"deletions": [moved]}).ok
+    assert dns("DELETE", "/zopday-zone").status_code == 204
+    assert gce.state()["managedZones"] == {}
+
+
+def test_reset_forgets_the_load_balancer_parts_and_the_dns_zones(gce, client, dns):
+    make_health_check(client)
+    dns("POST", json=DNS_ZONE)
+    state = gce.state()
+    assert set(state["healthChecks"]) == {"zopday-hc"} and set(state["managedZones"]) == {
+        "zopday-zone"
+    }
+    assert state["config"]["serving_port"] == 80
+    gce.reset()
+    assert gce.state()["healthChecks"] == {} and gce.state()["managedZones"] == {}
+
+
 # ---- IAM --------------------------------------------------------------------------------------
 def test_service_accounts_are_created_read_refused_twice_and_deleted(gce, credentials):
     session = AuthorizedSession(credentials)

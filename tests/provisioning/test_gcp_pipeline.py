@@ -12,7 +12,7 @@ from provisioning.choices import JobStatus, StepStatus
 from provisioning.infra import InfraConfig
 from provisioning.pipeline import job_run_inline
 from provisioning.services.accounts import account_check, account_create
-from provisioning.services.jobs import job_retry, job_teardown, job_vm_op
+from provisioning.services.jobs import job_retry, job_teardown
 from tests.fakes.gce import service_account_key
 from tests.provisioning.gcp import compute
 
@@ -237,22 +237,9 @@ def test_gcp_requests_are_checked_field_by_field(gcp_account, project, owner):
         "Choose one of: e2-micro, e2-small"
     )
     assert errors(exec_mode="SSM")["exec_mode"] == ["On GCP the exec channel is OSConfig."]
-    assert errors(load_balancer=True)["load_balancer"][0].startswith(
-        "A load balancer on GCP arrives next"
-    )
     assert errors(network_mode="existing", existing_vpc_id="Prod_Net", existing_subnet_id="")[
         "existing_vpc_id"
     ] == ["Give the name of a VPC network such as prod-net."]
-
-
-def test_attaching_a_load_balancer_to_a_gcp_job_is_refused_with_the_reason(
-    gcp, make_gcp_job, owner
-):
-    from instances.errors import ActionRefused
-
-    job = job_run_inline(make_gcp_job().pk)
-    with pytest.raises(ActionRefused, match="A load balancer on GCP arrives next"):
-        job_vm_op(job=job, actor=owner, op="attach_lb")
 
 
 def test_gcp_accounts_take_a_service_account_key_and_check_their_connection(gcp, project, owner):

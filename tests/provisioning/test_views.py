@@ -1,3 +1,4 @@
+import json
 import re
 
 import pytest
@@ -236,3 +237,58 @@ def test_the_secret_is_never_shown_in_the_admin(admin_client, account):
         and "testing" not in page.split("access_key_id")[-1][:0]
     )
     assert 'name="new_secret_access_key"' in page
+
+
+def test_the_wizard_offers_gcps_regions_and_machine_types_and_lands_a_gcp_job(
+    client_for, gcp_account
+):
+    client = client_for("operator")
+    data = {"name": "shop", "provider": "gcp", "account": gcp_account.pk, "action": "next"}
+    assert client.post(url("provider"), data).status_code == 302
+    page = client.get(url("pool")).content.decode()
+    assert 'value="us-central1"' in page
+    pool = {"region": "us-central1", "pool_mode": "Fixed", "instance_count": "2", "asg_min": "1",
+            "asg_max": "1", "asg_desired": "1", "action": "next"}  # fmt: skip
+    assert client.post(url("pool"), pool).status_code == 302
+    page = client.get(url("machine")).content.decode()
+    assert '<option value="e2-small" selected>e2-small ($0.0168/h)</option>' in page
+    assert "t3.micro" not in page
+    assert '<option value="OSConfig" selected>' in page
+    machine = {"instance_type": "t3.micro", "disk_gb": "20", "bootstrap_mode": "default",
+               "exec_mode": "OSConfig", "action": "next"}  # fmt: skip
+    page = client.post(url("machine"), machine).content.decode()
+    assert "Select a valid choice. t3.micro is not one of the available choices." in page
+    assert client.post(url("machine"), {**machine, "instance_type": "e2-small"}).status_code == 302
+    network = {"network_mode": "new", "vpc_cidr": "10.42.0.0/16", "action": "next"}
+    assert client.post(url("network"), network).status_code == 302
+    lb = {"health_check_path": "/healthz", "health_check_port": "80", "action": "next"}
+    assert client.post(url("load-balancer"), lb).status_code == 302
+    review = client.get(url("review")).content.decode()
+    assert "Cloud Router with Cloud NAT (egress only)" in review
+    assert "port 22 from IAP&#x27;s proxies" in review
+    assert "2 instance(s), spread over the region&#x27;s zones" in review
+    assert client.post(url("review"), {"action": "create"}).status_code == 302
+    job = ProvisioningJob.objects.get()
+    assert (job.provider, job.region, job.steps.count()) == ("gcp", "us-central1", 7)
+    assert job.config["instance_type"] == "e2-small"
+
+
+def test_admins_add_a_gcp_account_and_the_key_never_shows_again(client_for, gcp):
+    from tests.fakes.gce import service_account_key
+
+    key = service_account_key(gcp, email="ops@zopday-sandbox.iam.gserviceaccount.com")
+    data = {"name": "GCP", "provider": "gcp", "default_region": "us-east-1",
+            "service_account_key": json.dumps(key), "endpoint_url": gcp.url}  # fmt: skip
+    page = client_for("owner").post("/projects/alpha/provisioning/accounts/", data)
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "Give a region such as us-central1." in html
+    assert "BEGIN PRIVATE KEY" not in html  # the pasted key is not rendered back
+    response = client_for("owner").post(
+        "/projects/alpha/provisioning/accounts/", {**data, "default_region": "us-central1"}
+    )
+    assert response.status_code == 302
+    account = CloudAccount.objects.get(name="GCP")
+    assert (account.provider, account.gcp_project) == ("gcp", "zopday-sandbox")
+    listing = client_for("viewer").get("/projects/alpha/provisioning/accounts/").content.decode()
+    assert "BEGIN PRIVATE KEY" not in listing and key["private_key_id"] not in listing

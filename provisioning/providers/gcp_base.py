@@ -1,0 +1,127 @@
+"""What the GCP provider's steps share: the account's project and region, cached clients,
+labels, and insert / delete / wait helpers over Compute operations."""
+
+import re
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from django.conf import settings
+from google.cloud import compute_v1
+
+from provisioning.infra import InfraConfig
+from provisioning.models import CloudAccount
+from provisioning.providers.base import CloudError, StepContext
+from provisioning.providers.gcp_sdk import (
+    client_for,
+    exists_already,
+    key_info,
+    not_found,
+    short,
+    wait_operation,
+)
+
+SETTLE_TIMEOUT = 900
+
+
+def gce_labels(tags: dict[str, str]) -> dict[str, str]:
+    """Tags as GCE labels: lowercase keys and values of [a-z0-9_-], "zopday:job" → "zopday-job"."""
+
+    def clean(text: str) -> str:
+        return re.sub(r"[^a-z0-9_-]", "-", text.lower())[:63]
+
+    return {clean(key): clean(value) for key, value in tags.items()}
+
+
+def project_of(account: CloudAccount) -> str:
+    """The GCP project the account provisions in: the one named, or its key's own."""
+    return account.gcp_project or str(key_info(account).get("project_id", ""))
+
+
+class GcpBase:
+    """The account, project and region a provider works in, and its helpers."""
+
+    def __init__(self, account: CloudAccount, region: str) -> None:
+        self.account = account
+        self.region = region
+        self.project = project_of(account)
+
+    def client(self, client_class: type) -> Any:
+        return client_for(self.account, client_class)
+
+    # ---- helpers ----------------------------------------------------------------------------
+    def _labels(self, ctx: StepContext, role: str) -> dict[str, str]:
+        return gce_labels({**ctx.tags, "zopday:role": role})
+
+    def _existing(self, ctx: StepContext, find: Callable[[], Any]) -> Any:
+        """What an earlier attempt of this step made, or None (no lookup on a first attempt)."""
+        if ctx.first_attempt:
+            return None
+        return not_found(find)
+
+    def _record(self, config: InfraConfig, ctx: StepContext, kind: str, value: str) -> str:
+        if config.resources.get(kind) != value:
+            config.resources[kind] = value
+            ctx.save()
+        return value
+
+    def _done(self, ctx: StepContext, operation: Any, timeout: float = SETTLE_TIMEOUT) -> None:
+        wait_operation(
+            self.account, self.project, operation, heartbeat=ctx.heartbeat, timeout=timeout
+        )
+
+    def _make(self, ctx: StepContext, insert: Callable[[], Any]) -> bool:
+        """Insert and wait; False when the resource existed already."""
+        operation = exists_already(insert)
+        if operation is None:
+            return False
+        self._done(ctx, operation)
+        return True
+
+    def _delete(self, ctx: StepContext, delete: Callable[[], Any]) -> bool:
+        """Delete and wait; False when there was nothing to delete."""
+        operation = not_found(delete)
+        if operation is None:
+            return False
+        self._done(ctx, operation)
+        return True
+
+    def _instance(self, zone: str, name: str) -> compute_v1.Instance | None:
+        instances = self.client(compute_v1.InstancesClient)
+        found: compute_v1.Instance | None = not_found(
+            partial(instances.get, project=self.project, zone=zone, instance=name)
+        )
+        return found
+
+    def _link(self, path: str) -> str:
+        return f"projects/{self.project}/{path}"
+
+    def _zones(self) -> list[str]:
+        region = not_found(
+            lambda: self.client(compute_v1.RegionsClient).get(
+                project=self.project, region=self.region
+            )
+        )
+        if region is None:
+            raise CloudError(f"The region {self.region} does not exist in GCP.")
+        zones = sorted(short(zone) for zone in region.zones)
+        if not zones:
+            raise CloudError(f"The region {self.region} has no zones.")
+        return zones
+
+    def _wait(self, ctx: StepContext, what: str, done: Callable[[], bool], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        interval = min(settings.ZOPDAY_PROVISIONING_POLL_SECONDS, 2.0)
+        while not done():
+            if time.monotonic() > deadline:
+                raise CloudError(f"Timed out after {int(timeout)} s waiting for {what}.")
+            ctx.heartbeat()
+            time.sleep(interval)
+
+    def _zone_list(self, config: InfraConfig) -> list[str]:
+        """The region's zones, as stepValidate found them."""
+        return [z for z in config.resources.get("zones", "").split(",") if z] or self._zones()
+
+    def _network_tag(self, ctx: StepContext) -> str:
+        return f"zopday-{ctx.token}"
