@@ -17,7 +17,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from functools import partial, wraps
 from typing import Any, TypeVar
 
@@ -25,12 +24,11 @@ import boto3
 import botocore.session
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
-from django.conf import settings
 
 from provisioning.choices import NetworkMode, PoolMode, VmState
 from provisioning.infra import InfraConfig, VmRecord
 from provisioning.models import CloudAccount
-from provisioning.providers.base import CloudError, StepContext
+from provisioning.providers.base import CloudError, StepContext, wait_for_sentinels
 
 SSM_POLICY_ARN = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
 DEFAULT_AMI_PARAMETER = "/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-x86_64"
@@ -257,15 +255,6 @@ class AwsProvider:
             ctx.save()
         return value
 
-    def _wait(self, ctx: StepContext, what: str, done: Callable[[], bool], timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        interval = min(settings.ZOPDAY_PROVISIONING_POLL_SECONDS, 2.0)
-        while not done():
-            if time.monotonic() > deadline:
-                raise CloudError(f"Timed out after {int(timeout)} s waiting for {what}.")
-            ctx.heartbeat()
-            time.sleep(interval)
-
     # ---- connection and validation ----------------------------------------------------------
     @_mapped
     def check_connection(self) -> str:
@@ -427,8 +416,7 @@ class AwsProvider:
             ctx.log(f"created NAT gateway {nat['NatGatewayId']}")
         nat_id = self._record(config, ctx, "nat_gateway", nat["NatGatewayId"])
         if nat.get("State") != "available":
-            self._wait(
-                ctx,
+            ctx.wait(
                 f"the NAT gateway {nat_id} to become available",
                 lambda: (
                     ec2.describe_nat_gateways(NatGatewayIds=[nat_id])["NatGateways"][0]["State"]
@@ -689,7 +677,7 @@ class AwsProvider:
                 instances = self._live_instances(ctx)
                 return len(instances) >= config.asg_desired
 
-            self._wait(ctx, f"{group_name} to launch its instances", group_full, SETTLE_TIMEOUT)
+            ctx.wait(f"{group_name} to launch its instances", group_full, SETTLE_TIMEOUT)
         self._remember_vms(config, instances)
         ctx.save()
         return f"{len(instances)} VM(s): {', '.join(i['InstanceId'] for i in instances)}."
@@ -699,39 +687,23 @@ class AwsProvider:
         """Ask every VM through SSM whether the bootstrap sentinel exists, until all say yes or
         the timeout passes. A VM not yet registered with SSM counts as still bootstrapping."""
         ssm, ec2 = self.client("ssm"), self.client("ec2")
-        timeout = settings.ZOPDAY_PROVISIONING_READY_TIMEOUT
-        deadline = time.monotonic() + timeout
         command = f"test -f {config.sentinel_path}"
-        while True:
-            pending = [vm for vm in config.vms if vm.state != VmState.READY]
-            if not pending:
-                break
+
+        def running(pending: list[VmRecord]) -> set[str]:
             ids = [vm.instance_id for vm in pending]
             described = ec2.describe_instances(InstanceIds=ids)["Reservations"]
-            states = {
-                i["InstanceId"]: i["State"]["Name"] for r in described for i in r["Instances"]
+            return {
+                i["InstanceId"]
+                for r in described
+                for i in r["Instances"]
+                if i["State"]["Name"] == "running"
             }
-            for vm in pending:
-                if states.get(vm.instance_id) != "running":
-                    continue
-                vm.state = VmState.BOOTSTRAPPING
-                if self._sentinel_present(ssm, vm.instance_id, command):
-                    vm.state = VmState.READY
-                    vm.ready_at = datetime.now(UTC).isoformat()
-                    ctx.log(f"{vm.instance_id}: sentinel {config.sentinel_path} present")
-            ctx.save()
-            if all(vm.state == VmState.READY for vm in config.vms):
-                break
-            if time.monotonic() > deadline:
-                waiting = ", ".join(vm.instance_id for vm in config.vms if vm.state != "ready")
-                raise CloudError(
-                    f"Timed out after {timeout} s waiting for the bootstrap sentinel "
-                    f"{config.sentinel_path} on {waiting}. cloud-init may still be installing "
-                    "Docker or may have failed: open the VM through the SSM exec channel and "
-                    "read /var/log/cloud-init-output.log."
-                )
-            ctx.heartbeat()
-            time.sleep(settings.ZOPDAY_PROVISIONING_POLL_SECONDS)
+
+        wait_for_sentinels(
+            config, ctx, running=running,
+            present=lambda vm: self._sentinel_present(ssm, vm.instance_id, command),
+            shell="open the VM through the SSM exec channel",
+        )  # fmt: skip
         return f"{len(config.vms)} VM(s) ready (sentinel found through SSM)."
 
     def _sentinel_present(self, ssm: Any, instance_id: str, command: str) -> bool:
@@ -1036,8 +1008,8 @@ class AwsProvider:
                     raise
         if lb is not None:
             elbv2.delete_load_balancer(LoadBalancerArn=lb["LoadBalancerArn"])
-            self._wait(
-                ctx, "the load balancer to be deleted", lambda: self._load_balancer(ctx) is None,
+            ctx.wait(
+                "the load balancer to be deleted", lambda: self._load_balancer(ctx) is None,
                 SETTLE_TIMEOUT,
             )  # fmt: skip
             removed.append("load balancer")
@@ -1096,8 +1068,7 @@ class AwsProvider:
             )
             ctx.log(f"{group_name}: min = max = desired = 0")
             autoscaling.delete_auto_scaling_group(AutoScalingGroupName=group_name, ForceDelete=True)
-            self._wait(
-                ctx,
+            ctx.wait(
                 f"{group_name} to be deleted",
                 lambda: (
                     not autoscaling.describe_auto_scaling_groups(
@@ -1111,9 +1082,7 @@ class AwsProvider:
         if ids:
             self.client("ec2").terminate_instances(InstanceIds=ids)
             ctx.log(f"terminating {', '.join(ids)}")
-            self._wait(
-                ctx, "the VMs to terminate", lambda: not self._live_instances(ctx), SETTLE_TIMEOUT
-            )
+            ctx.wait("the VMs to terminate", lambda: not self._live_instances(ctx), SETTLE_TIMEOUT)
         for vm in config.vms:
             vm.state = VmState.TERMINATED
         config.resources.pop("asg", None)
@@ -1184,8 +1153,7 @@ class AwsProvider:
                 ec2.delete_nat_gateway(NatGatewayId=nat["NatGatewayId"])
         if nats:
             ids = [nat["NatGatewayId"] for nat in nats]
-            self._wait(
-                ctx,
+            ctx.wait(
                 "the NAT gateway to be deleted",
                 lambda: all(
                     n["State"] == "deleted"

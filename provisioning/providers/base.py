@@ -5,11 +5,16 @@ job's tag or a deterministic name) before creating anything, and records ids in 
 Cloud SDK imports stay inside the provider modules.
 """
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Protocol
 
-from provisioning.infra import InfraConfig
+from django.conf import settings
+
+from provisioning.choices import VmState
+from provisioning.infra import InfraConfig, VmRecord
 
 
 class CloudError(Exception):
@@ -46,6 +51,54 @@ class StepContext:
     def resource_name(self, suffix: str) -> str:
         """A deterministic cloud-side name: zopday-<name>-<token>-<suffix>."""
         return f"zopday-{self.name}-{self.token}-{suffix}"
+
+    def wait(self, what: str, done: Callable[[], bool], timeout: float) -> None:
+        """Poll `done` until it is true, renewing the step's lease; CloudError after timeout."""
+        deadline = time.monotonic() + timeout
+        interval = min(settings.ZOPDAY_PROVISIONING_POLL_SECONDS, 2.0)
+        while not done():
+            if time.monotonic() > deadline:
+                raise CloudError(f"Timed out after {int(timeout)} s waiting for {what}.")
+            self.heartbeat()
+            time.sleep(interval)
+
+
+def wait_for_sentinels(
+    config: InfraConfig,
+    ctx: StepContext,
+    *,
+    running: Callable[[list[VmRecord]], Collection[str]],
+    present: Callable[[VmRecord], bool],
+    shell: str,
+) -> None:
+    """stepCreateVMs' readiness wait, the same on every cloud: a VM the cloud reports running
+    (`running` answers their ids) is bootstrapping until `present` finds its sentinel. It ends
+    when every VM is ready; past ZOPDAY_PROVISIONING_READY_TIMEOUT, a CloudError says what to
+    look at and how (`shell`: how to open one on that cloud)."""
+    timeout = settings.ZOPDAY_PROVISIONING_READY_TIMEOUT
+    deadline = time.monotonic() + timeout
+    while pending := [vm for vm in config.vms if vm.state != VmState.READY]:
+        up = running(pending)
+        for vm in pending:
+            if vm.instance_id not in up:
+                continue
+            vm.state = VmState.BOOTSTRAPPING
+            if present(vm):
+                vm.state = VmState.READY
+                vm.ready_at = datetime.now(UTC).isoformat()
+                ctx.log(f"{vm.instance_id}: sentinel {config.sentinel_path} present")
+        ctx.save()
+        if all(vm.state == VmState.READY for vm in config.vms):
+            return
+        if time.monotonic() > deadline:
+            waiting = ", ".join(vm.instance_id for vm in config.vms if vm.state != VmState.READY)
+            raise CloudError(
+                f"Timed out after {timeout} s waiting for the bootstrap sentinel "
+                f"{config.sentinel_path} on {waiting}. cloud-init may still be installing Docker "
+                f"or may have failed: {shell} and read /var/log/cloud-init-output.log."
+            )
+        ctx.heartbeat()
+        time.sleep(settings.ZOPDAY_PROVISIONING_POLL_SECONDS)
 
 
 class Provider(Protocol):

@@ -1,25 +1,22 @@
 """GCP through google-cloud-compute: a VPC network with Cloud NAT, a service account, an
 instance template, and instances or a regional managed instance group (MIG).
 
-Every resource has a deterministic name (`zopday-<name>-<token>-<suffix>`) and the job's labels;
-a step looks it up by name before making it (except on its first attempt), and a 409 on insert
-means an earlier attempt made it. The VMs have no public address and no SSH keys: the job's
+Every resource has a deterministic name (`zopday-<name>-<token>-<suffix>`) and the job's labels,
+so a step simply makes what it needs: a 409 on insert means an earlier attempt made it, and no
+lookup is needed first. The VMs have no public address and no SSH keys: the job's
 firewall rules deny all ingress to them but port 22 from Google's IAP proxies, so a shell is
 reached only through IAP with OS Login, both IAM-gated; the OS Config agent is enabled. The
 bootstrap reports its sentinel through a guest attribute that stepCreateVMs reads.
 """
 
 import ipaddress
-import time
-from datetime import UTC, datetime
 from functools import partial
 
-from django.conf import settings
 from google.cloud import compute_v1
 
 from provisioning.choices import NetworkMode, PoolMode, VmState
 from provisioning.infra import InfraConfig, VmRecord
-from provisioning.providers.base import CloudError, StepContext
+from provisioning.providers.base import CloudError, StepContext, wait_for_sentinels
 from provisioning.providers.gcp_base import SETTLE_TIMEOUT
 from provisioning.providers.gcp_lb import GcpLoadBalancer
 from provisioning.providers.gcp_sdk import (
@@ -127,49 +124,39 @@ class GcpProvider(GcpLoadBalancer):
         config.created_network = True
         networks = self.client(compute_v1.NetworksClient)
         name = ctx.resource_name("net")
-        if self._existing(ctx, lambda: networks.get(project=self.project, network=name)) is None:
-            made = self._make(
-                ctx,
-                lambda: networks.insert_unary(
-                    project=self.project,
-                    network_resource=compute_v1.Network(
-                        name=name,
-                        auto_create_subnetworks=False,
-                        description=f"ZopDay {ctx.name}",
-                        routing_config=compute_v1.NetworkRoutingConfig(routing_mode="REGIONAL"),
-                    ),
+        self._ensure(
+            ctx,
+            lambda: networks.insert_unary(
+                project=self.project,
+                network_resource=compute_v1.Network(
+                    name=name,
+                    auto_create_subnetworks=False,
+                    description=f"ZopDay {ctx.name}",
+                    routing_config=compute_v1.NetworkRoutingConfig(routing_mode="REGIONAL"),
                 ),
-            )
-            if made:
-                ctx.log(f"created network {name}")
+            ),
+            f"created network {name}",
+        )
         network = self._record(config, ctx, "vpc", self._link(f"global/networks/{name}"))
 
         subnetworks = self.client(compute_v1.SubnetworksClient)
         subnet_name = ctx.resource_name("subnet")
         block = str(next(ipaddress.ip_network(config.vpc_cidr).subnets(new_prefix=24)))
-        found = self._existing(
+        self._ensure(
             ctx,
-            lambda: subnetworks.get(
-                project=self.project, region=self.region, subnetwork=subnet_name
-            ),
-        )
-        if found is None:
-            made = self._make(
-                ctx,
-                lambda: subnetworks.insert_unary(
-                    project=self.project,
-                    region=self.region,
-                    subnetwork_resource=compute_v1.Subnetwork(
-                        name=subnet_name,
-                        network=network,
-                        ip_cidr_range=block,
-                        private_ip_google_access=True,
-                        description=f"ZopDay {ctx.name}: the VMs",
-                    ),
+            lambda: subnetworks.insert_unary(
+                project=self.project,
+                region=self.region,
+                subnetwork_resource=compute_v1.Subnetwork(
+                    name=subnet_name,
+                    network=network,
+                    ip_cidr_range=block,
+                    private_ip_google_access=True,
+                    description=f"ZopDay {ctx.name}: the VMs",
                 ),
-            )
-            if made:
-                ctx.log(f"created subnetwork {subnet_name} ({block})")
+            ),
+            f"created subnetwork {subnet_name} ({block})",
+        )
         self._record(
             config,
             ctx,
@@ -179,27 +166,20 @@ class GcpProvider(GcpLoadBalancer):
 
         routers = self.client(compute_v1.RoutersClient)
         router_name = ctx.resource_name("router")
-        found = self._existing(
-            ctx, lambda: routers.get(project=self.project, region=self.region, router=router_name)
+        nat = compute_v1.RouterNat(
+            name=ctx.resource_name("nat"),
+            nat_ip_allocate_option="AUTO_ONLY",
+            source_subnetwork_ip_ranges_to_nat="ALL_SUBNETWORKS_ALL_IP_RANGES",
         )
-        if found is None:
-            nat = compute_v1.RouterNat(
-                name=ctx.resource_name("nat"),
-                nat_ip_allocate_option="AUTO_ONLY",
-                source_subnetwork_ip_ranges_to_nat="ALL_SUBNETWORKS_ALL_IP_RANGES",
-            )
-            made = self._make(
-                ctx,
-                lambda: routers.insert_unary(
-                    project=self.project,
-                    region=self.region,
-                    router_resource=compute_v1.Router(
-                        name=router_name, network=network, nats=[nat]
-                    ),
-                ),
-            )
-            if made:
-                ctx.log(f"created Cloud Router {router_name} with Cloud NAT")
+        self._ensure(
+            ctx,
+            lambda: routers.insert_unary(
+                project=self.project,
+                region=self.region,
+                router_resource=compute_v1.Router(name=router_name, network=network, nats=[nat]),
+            ),
+            f"created Cloud Router {router_name} with Cloud NAT",
+        )
         self._record(config, ctx, "nat_router", router_name)
         return f"Network {name} with a private subnetwork {block} and Cloud NAT egress."
 
@@ -213,28 +193,21 @@ class GcpProvider(GcpLoadBalancer):
         agent and grants nothing else."""
         account_id = self._service_account_id(ctx)
         email = f"{account_id}@{self.project}.iam.gserviceaccount.com"
-        found = self._existing(
-            ctx,
-            lambda: google_api(
-                self.account, "iam", "GET", f"v1/projects/{self.project}/serviceAccounts/{email}"
-            ),
-        )
-        if found is None:
-            try:
-                google_api(
-                    self.account,
-                    "iam",
-                    "POST",
-                    f"v1/projects/{self.project}/serviceAccounts",
-                    json={
-                        "accountId": account_id,
-                        "serviceAccount": {"displayName": f"ZopDay VMs of {ctx.name}"},
-                    },
-                )
-                ctx.log(f"created service account {email}")
-            except CloudError as error:
-                if error.code not in {"ALREADY_EXISTS", "409"}:
-                    raise
+        try:
+            google_api(
+                self.account,
+                "iam",
+                "POST",
+                f"v1/projects/{self.project}/serviceAccounts",
+                json={
+                    "accountId": account_id,
+                    "serviceAccount": {"displayName": f"ZopDay VMs of {ctx.name}"},
+                },
+            )
+            ctx.log(f"created service account {email}")
+        except CloudError as error:
+            if error.code not in {"ALREADY_EXISTS", "409"}:
+                raise
         self._record(config, ctx, "service_account", email)
         return f"Service account {email} (no roles; exec through IAP and OS Login)."
 
@@ -246,66 +219,57 @@ class GcpProvider(GcpLoadBalancer):
         service account, OS Login, Shielded VM, no public address and no SSH keys."""
         firewalls = self.client(compute_v1.FirewallsClient)
         rule = ctx.resource_name("deny-in")
-        if self._existing(ctx, lambda: firewalls.get(project=self.project, firewall=rule)) is None:
-            made = self._make(
-                ctx,
-                lambda: firewalls.insert_unary(
-                    project=self.project,
-                    firewall_resource=compute_v1.Firewall(
-                        name=rule,
-                        network=config.resources["vpc"],
-                        direction="INGRESS",
-                        priority=1000,
-                        source_ranges=["0.0.0.0/0"],
-                        target_tags=[self._network_tag(ctx)],
-                        denied=[compute_v1.Denied(I_p_protocol="all")],
-                        description="ZopDay VMs: no inbound except from the job's load balancer",
-                    ),
+        self._ensure(
+            ctx,
+            lambda: firewalls.insert_unary(
+                project=self.project,
+                firewall_resource=compute_v1.Firewall(
+                    name=rule,
+                    network=config.resources["vpc"],
+                    direction="INGRESS",
+                    priority=1000,
+                    source_ranges=["0.0.0.0/0"],
+                    target_tags=[self._network_tag(ctx)],
+                    denied=[compute_v1.Denied(I_p_protocol="all")],
+                    description="ZopDay VMs: no inbound except from the job's load balancer",
                 ),
-            )
-            if made:
-                ctx.log(f"created firewall rule {rule} (deny all ingress)")
+            ),
+            f"created firewall rule {rule} (deny all ingress)",
+        )
         self._record(config, ctx, "security_group", rule)
         iap = ctx.resource_name("iap-ssh")
-        if self._existing(ctx, lambda: firewalls.get(project=self.project, firewall=iap)) is None:
-            made = self._make(
-                ctx,
-                lambda: firewalls.insert_unary(
-                    project=self.project,
-                    firewall_resource=compute_v1.Firewall(
-                        name=iap,
-                        network=config.resources["vpc"],
-                        direction="INGRESS",
-                        priority=900,
-                        source_ranges=[IAP_RANGE],
-                        target_tags=[self._network_tag(ctx)],
-                        allowed=[compute_v1.Allowed(I_p_protocol="tcp", ports=["22"])],
-                        description="ZopDay VMs: SSH only through IAP, gated by IAM and OS Login",
-                    ),
+        self._ensure(
+            ctx,
+            lambda: firewalls.insert_unary(
+                project=self.project,
+                firewall_resource=compute_v1.Firewall(
+                    name=iap,
+                    network=config.resources["vpc"],
+                    direction="INGRESS",
+                    priority=900,
+                    source_ranges=[IAP_RANGE],
+                    target_tags=[self._network_tag(ctx)],
+                    allowed=[compute_v1.Allowed(I_p_protocol="tcp", ports=["22"])],
+                    description="ZopDay VMs: SSH only through IAP, gated by IAM and OS Login",
                 ),
-            )
-            if made:
-                ctx.log(f"created firewall rule {iap} (port 22 from IAP's proxies only)")
+            ),
+            f"created firewall rule {iap} (port 22 from IAP's proxies only)",
+        )
 
         templates = self.client(compute_v1.InstanceTemplatesClient)
         name = ctx.resource_name("tpl")
-        found = self._existing(
-            ctx, lambda: templates.get(project=self.project, instance_template=name)
-        )
-        if found is None:
-            made = self._make(
-                ctx,
-                lambda: templates.insert_unary(
-                    project=self.project,
-                    instance_template_resource=compute_v1.InstanceTemplate(
-                        name=name,
-                        description=f"ZopDay {ctx.name}",
-                        properties=self._properties(config, ctx, user_data),
-                    ),
+        self._ensure(
+            ctx,
+            lambda: templates.insert_unary(
+                project=self.project,
+                instance_template_resource=compute_v1.InstanceTemplate(
+                    name=name,
+                    description=f"ZopDay {ctx.name}",
+                    properties=self._properties(config, ctx, user_data),
                 ),
-            )
-            if made:
-                ctx.log(f"created instance template {name}")
+            ),
+            f"created instance template {name}",
+        )
         template = self._record(
             config, ctx, "launch_template", self._link(f"global/instanceTemplates/{name}")
         )
@@ -400,8 +364,6 @@ class GcpProvider(GcpLoadBalancer):
         names = self._fixed_names(config, ctx)
         launching = []
         for name, zone in names:
-            if not ctx.first_attempt and self._instance(zone, name) is not None:
-                continue
             insert = partial(
                 instances.insert_unary,
                 compute_v1.InsertInstanceRequest(
@@ -427,29 +389,21 @@ class GcpProvider(GcpLoadBalancer):
     ) -> list[compute_v1.Instance]:
         groups = self.client(compute_v1.RegionInstanceGroupManagersClient)
         name = ctx.resource_name("mig")
-        found = self._existing(
+        self._ensure(
             ctx,
-            lambda: groups.get(
-                project=self.project, region=self.region, instance_group_manager=name
-            ),
-        )
-        if found is None:
-            made = self._make(
-                ctx,
-                lambda: groups.insert_unary(
-                    project=self.project,
-                    region=self.region,
-                    instance_group_manager_resource=compute_v1.InstanceGroupManager(
-                        name=name,
-                        base_instance_name=ctx.resource_name("vm"),
-                        instance_template=template,
-                        target_size=config.asg_desired,
-                        description=f"ZopDay {ctx.name}",
-                    ),
+            lambda: groups.insert_unary(
+                project=self.project,
+                region=self.region,
+                instance_group_manager_resource=compute_v1.InstanceGroupManager(
+                    name=name,
+                    base_instance_name=ctx.resource_name("vm"),
+                    instance_template=template,
+                    target_size=config.asg_desired,
+                    description=f"ZopDay {ctx.name}",
                 ),
-            )
-            if made:
-                ctx.log(f"created managed instance group {name} (size {config.asg_desired})")
+            ),
+            f"created managed instance group {name} (size {config.asg_desired})",
+        )
         group = self._record(
             config, ctx, "asg", self._link(f"regions/{self.region}/instanceGroupManagers/{name}")
         )
@@ -462,37 +416,32 @@ class GcpProvider(GcpLoadBalancer):
             members = self._group_members(name)
             return len(members) >= config.asg_desired
 
-        self._wait(ctx, f"{name} to create its instances", group_full, SETTLE_TIMEOUT)
+        ctx.wait(f"{name} to create its instances", group_full, SETTLE_TIMEOUT)
         return members
 
     def _ensure_autoscaler(self, config: InfraConfig, ctx: StepContext, group: str) -> None:
         autoscalers = self.client(compute_v1.RegionAutoscalersClient)
         name = ctx.resource_name("scaler")
-        found = self._existing(
-            ctx, lambda: autoscalers.get(project=self.project, region=self.region, autoscaler=name)
-        )
-        if found is None:
-            made = self._make(
-                ctx,
-                lambda: autoscalers.insert_unary(
-                    project=self.project,
-                    region=self.region,
-                    autoscaler_resource=compute_v1.Autoscaler(
-                        name=name,
-                        target=group,
-                        autoscaling_policy=compute_v1.AutoscalingPolicy(
-                            min_num_replicas=config.asg_min,
-                            max_num_replicas=config.asg_max,
-                            mode="ON",
-                            cpu_utilization=compute_v1.AutoscalingPolicyCpuUtilization(
-                                utilization_target=0.6
-                            ),
+        self._ensure(
+            ctx,
+            lambda: autoscalers.insert_unary(
+                project=self.project,
+                region=self.region,
+                autoscaler_resource=compute_v1.Autoscaler(
+                    name=name,
+                    target=group,
+                    autoscaling_policy=compute_v1.AutoscalingPolicy(
+                        min_num_replicas=config.asg_min,
+                        max_num_replicas=config.asg_max,
+                        mode="ON",
+                        cpu_utilization=compute_v1.AutoscalingPolicyCpuUtilization(
+                            utilization_target=0.6
                         ),
                     ),
                 ),
-            )
-            if made:
-                ctx.log(f"created autoscaler {name} (min {config.asg_min}, max {config.asg_max})")
+            ),
+            f"created autoscaler {name} (min {config.asg_min}, max {config.asg_max})",
+        )
         self._record(config, ctx, "autoscaler", name)
 
     def _group_members(self, group: str) -> list[compute_v1.Instance]:
@@ -513,31 +462,15 @@ class GcpProvider(GcpLoadBalancer):
     def wait_until_ready(self, config: InfraConfig, ctx: StepContext) -> str:
         """Read every running VM's guest attribute zopday/bootstrap, which the user data sets
         once the sentinel is written, until all have it or the timeout passes."""
-        timeout = settings.ZOPDAY_PROVISIONING_READY_TIMEOUT
-        deadline = time.monotonic() + timeout
-        while True:
-            for vm in [vm for vm in config.vms if vm.state != VmState.READY]:
-                instance = self._instance(vm.zone, vm.instance_id)
-                if instance is None or instance.status != "RUNNING":
-                    continue
-                vm.state = VmState.BOOTSTRAPPING
-                if self._bootstrapped(vm):
-                    vm.state = VmState.READY
-                    vm.ready_at = datetime.now(UTC).isoformat()
-                    ctx.log(f"{vm.instance_id}: sentinel {config.sentinel_path} present")
-            ctx.save()
-            if all(vm.state == VmState.READY for vm in config.vms):
-                break
-            if time.monotonic() > deadline:
-                waiting = ", ".join(vm.instance_id for vm in config.vms if vm.state != "ready")
-                raise CloudError(
-                    f"Timed out after {timeout} s waiting for the bootstrap sentinel "
-                    f"{config.sentinel_path} on {waiting}. cloud-init may still be installing "
-                    "Docker or may have failed: open a shell through IAP with OS Login "
-                    "and read /var/log/cloud-init-output.log."
-                )
-            ctx.heartbeat()
-            time.sleep(settings.ZOPDAY_PROVISIONING_POLL_SECONDS)
+
+        def running(pending: list[VmRecord]) -> set[str]:
+            found = {vm.instance_id: self._instance(vm.zone, vm.instance_id) for vm in pending}
+            return {name for name, i in found.items() if i is not None and i.status == "RUNNING"}
+
+        wait_for_sentinels(
+            config, ctx, running=running, present=self._bootstrapped,
+            shell="open a shell through IAP with OS Login",
+        )  # fmt: skip
         return f"{len(config.vms)} VM(s) ready (sentinel reported as a guest attribute)."
 
     def _bootstrapped(self, vm: VmRecord) -> bool:
@@ -660,31 +593,17 @@ class GcpProvider(GcpLoadBalancer):
     @mapped
     def delete_network(self, config: InfraConfig, ctx: StepContext) -> str:
         """Only what the job named: an existing network is never the job's, so it stays."""
+        regional = {"project": self.project, "region": self.region}
         done = [
-            self._delete(
-                ctx,
-                lambda: self.client(compute_v1.RoutersClient).delete_unary(
-                    project=self.project,
-                    region=self.region,
-                    router=ctx.resource_name("router"),
-                ),
-            ),
-            self._delete(
-                ctx,
-                lambda: self.client(compute_v1.SubnetworksClient).delete_unary(
-                    project=self.project,
-                    region=self.region,
-                    subnetwork=ctx.resource_name("subnet"),
-                ),
-            ),
-            self._delete(
-                ctx,
-                lambda: self.client(compute_v1.NetworksClient).delete_unary(
-                    project=self.project,
-                    network=ctx.resource_name("net"),
-                ),
-            ),
-        ]
+            self._delete(ctx, partial(self.client(client_class).delete_unary, **where))
+            for client_class, where in (
+                (compute_v1.RoutersClient, {**regional, "router": ctx.resource_name("router")}),
+                (compute_v1.SubnetworksClient,
+                 {**regional, "subnetwork": ctx.resource_name("subnet")}),
+                (compute_v1.NetworksClient,
+                 {"project": self.project, "network": ctx.resource_name("net")}),
+            )
+        ]  # fmt: skip
         for kind in ("vpc", "private_subnet", "nat_router"):
             config.resources.pop(kind, None)
         ctx.save()

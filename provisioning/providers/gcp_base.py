@@ -2,12 +2,10 @@
 labels, and insert / delete / wait helpers over Compute operations."""
 
 import re
-import time
 from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from django.conf import settings
 from google.cloud import compute_v1
 
 from provisioning.infra import InfraConfig
@@ -54,12 +52,6 @@ class GcpBase:
     def _labels(self, ctx: StepContext, role: str) -> dict[str, str]:
         return gce_labels({**ctx.tags, "zopday:role": role})
 
-    def _existing(self, ctx: StepContext, find: Callable[[], Any]) -> Any:
-        """What an earlier attempt of this step made, or None (no lookup on a first attempt)."""
-        if ctx.first_attempt:
-            return None
-        return not_found(find)
-
     def _record(self, config: InfraConfig, ctx: StepContext, kind: str, value: str) -> str:
         if config.resources.get(kind) != value:
             config.resources[kind] = value
@@ -78,6 +70,12 @@ class GcpBase:
             return False
         self._done(ctx, operation)
         return True
+
+    def _ensure(self, ctx: StepContext, insert: Callable[[], Any], made: str) -> None:
+        """Make a resource and log `made`, unless it exists already (an earlier attempt made
+        it: names are the job's, so the insert answers 409)."""
+        if self._make(ctx, insert):
+            ctx.log(made)
 
     def _delete(self, ctx: StepContext, delete: Callable[[], Any]) -> bool:
         """Delete and wait; False when there was nothing to delete."""
@@ -109,15 +107,6 @@ class GcpBase:
         if not zones:
             raise CloudError(f"The region {self.region} has no zones.")
         return zones
-
-    def _wait(self, ctx: StepContext, what: str, done: Callable[[], bool], timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        interval = min(settings.ZOPDAY_PROVISIONING_POLL_SECONDS, 2.0)
-        while not done():
-            if time.monotonic() > deadline:
-                raise CloudError(f"Timed out after {int(timeout)} s waiting for {what}.")
-            ctx.heartbeat()
-            time.sleep(interval)
 
     def _zone_list(self, config: InfraConfig) -> list[str]:
         """The region's zones, as stepValidate found them."""

@@ -78,42 +78,33 @@ class GcpLoadBalancer(GcpBase):
         self._allow_from_lb(config, ctx)
         addresses = self.client(compute_v1.GlobalAddressesClient)
         name = ctx.resource_name("lb-ip")
-        if self._existing(ctx, lambda: addresses.get(project=self.project, address=name)) is None:
-            self._make(
-                ctx,
-                lambda: addresses.insert_unary(
-                    project=self.project,
-                    address_resource=compute_v1.Address(
-                        name=name, ip_version="IPV4", labels=self._labels(ctx, "lb")
-                    ),
+        self._ensure(
+            ctx,
+            lambda: addresses.insert_unary(
+                project=self.project,
+                address_resource=compute_v1.Address(
+                    name=name, ip_version="IPV4", labels=self._labels(ctx, "lb")
                 ),
-            )
-            ctx.log(f"reserved global address {name}")
+            ),
+            f"reserved global address {name}",
+        )
         address = addresses.get(project=self.project, address=name)
         self._record(config, ctx, "load_balancer", name)
         self._record(config, ctx, "load_balancer_dns", address.address)
 
         checks = self.client(compute_v1.HealthChecksClient)
         check = ctx.resource_name("hc")
-        if (
-            self._existing(ctx, lambda: checks.get(project=self.project, health_check=check))
-            is None
-        ):
-            made = self._make(
-                ctx,
-                lambda: checks.insert_unary(
-                    project=self.project,
-                    health_check_resource=compute_v1.HealthCheck(
-                        name=check, type_="HTTP", http_health_check=self._health_check(config),
-                        check_interval_sec=10, timeout_sec=5,
-                    ),
+        self._ensure(
+            ctx,
+            lambda: checks.insert_unary(
+                project=self.project,
+                health_check_resource=compute_v1.HealthCheck(
+                    name=check, type_="HTTP", http_health_check=self._health_check(config),
+                    check_interval_sec=10, timeout_sec=5,
                 ),
-            )  # fmt: skip
-            if made:
-                ctx.log(
-                    f"created health check GET {config.health_check_path} on "
-                    f"{config.health_check_port}"
-                )
+            ),
+            f"created health check GET {config.health_check_path} on {config.health_check_port}",
+        )  # fmt: skip
         self._record(config, ctx, "health_check", check)
         return f"Load balancer address {address.address}."
 
@@ -157,20 +148,18 @@ class GcpLoadBalancer(GcpBase):
             name = self._zone_group_name(ctx, zone)
             where = {"project": self.project, "zone": zone, "instance_group": name}
             members: set[str] = set()
-            if self._existing(ctx, partial(groups.get, **where)) is None:
-                self._make(
-                    ctx,
-                    partial(
-                        groups.insert_unary, project=self.project, zone=zone,
-                        instance_group_resource=compute_v1.InstanceGroup(
-                            name=name, network=config.resources["vpc"],
-                            named_ports=self._named_port(config),
-                        ),
+            made = self._make(
+                ctx,
+                partial(
+                    groups.insert_unary, project=self.project, zone=zone,
+                    instance_group_resource=compute_v1.InstanceGroup(
+                        name=name, network=config.resources["vpc"],
+                        named_ports=self._named_port(config),
                     ),
-                )  # fmt: skip
-            else:
-                listed = groups.list_instances(**where)
-                members = {short(item.instance) for item in listed}
+                ),
+            )  # fmt: skip
+            if not made:  # an earlier attempt made it: it may hold some of the VMs already
+                members = {short(item.instance) for item in groups.list_instances(**where)}
             missing = [n for n in names if n not in members]
             if missing:
                 request = compute_v1.InstanceGroupsAddInstancesRequest(
@@ -200,26 +189,22 @@ class GcpLoadBalancer(GcpBase):
         groups = self.backend_groups(config, ctx)
         services = self.client(compute_v1.BackendServicesClient)
         name = ctx.resource_name("bes")
-        found = self._existing(
-            ctx, lambda: services.get(project=self.project, backend_service=name)
-        )
-        if found is None:
-            self._make(
-                ctx,
-                lambda: services.insert_unary(
-                    project=self.project,
-                    backend_service_resource=compute_v1.BackendService(
-                        name=name, protocol="HTTP", port_name=PORT_NAME,
-                        load_balancing_scheme=SCHEME,
-                        health_checks=[self._global(f"healthChecks/{config.resources['health_check']}")],
-                        backends=[
-                            compute_v1.Backend(group=group, balancing_mode="UTILIZATION")
-                            for group in groups
-                        ],
-                    ),
+        check = self._global(f"healthChecks/{config.resources['health_check']}")
+        self._ensure(
+            ctx,
+            lambda: services.insert_unary(
+                project=self.project,
+                backend_service_resource=compute_v1.BackendService(
+                    name=name, protocol="HTTP", port_name=PORT_NAME, load_balancing_scheme=SCHEME,
+                    health_checks=[check],
+                    backends=[
+                        compute_v1.Backend(group=group, balancing_mode="UTILIZATION")
+                        for group in groups
+                    ],
                 ),
-            )  # fmt: skip
-            ctx.log(f"created backend service {name} over {len(groups)} instance group(s)")
+            ),
+            f"created backend service {name} over {len(groups)} instance group(s)",
+        )  # fmt: skip
         self._record(config, ctx, "target_group", name)
         return f"Backend service {name} with {len(groups)} instance group(s)."
 
@@ -230,50 +215,43 @@ class GcpLoadBalancer(GcpBase):
         maps = self.client(compute_v1.UrlMapsClient)
         url_map = ctx.resource_name("urlmap")
         service = self._global(f"backendServices/{config.resources['target_group']}")
-        if self._existing(ctx, lambda: maps.get(project=self.project, url_map=url_map)) is None:
-            self._make(
-                ctx,
-                lambda: maps.insert_unary(
-                    project=self.project,
-                    url_map_resource=compute_v1.UrlMap(name=url_map, default_service=service),
-                ),
-            )
+        self._ensure(
+            ctx,
+            lambda: maps.insert_unary(
+                project=self.project,
+                url_map_resource=compute_v1.UrlMap(name=url_map, default_service=service),
+            ),
+            f"created URL map {url_map}",
+        )
         self._record(config, ctx, "url_map", url_map)
         proxies = self.client(compute_v1.TargetHttpProxiesClient)
         proxy = ctx.resource_name("proxy")
-        found = self._existing(
-            ctx, lambda: proxies.get(project=self.project, target_http_proxy=proxy)
-        )
-        if found is None:
-            self._make(
-                ctx,
-                lambda: proxies.insert_unary(
-                    project=self.project,
-                    target_http_proxy_resource=compute_v1.TargetHttpProxy(
-                        name=proxy, url_map=self._global(f"urlMaps/{url_map}")
-                    ),
+        self._ensure(
+            ctx,
+            lambda: proxies.insert_unary(
+                project=self.project,
+                target_http_proxy_resource=compute_v1.TargetHttpProxy(
+                    name=proxy, url_map=self._global(f"urlMaps/{url_map}")
                 ),
-            )
+            ),
+            f"created target HTTP proxy {proxy}",
+        )
         self._record(config, ctx, "http_proxy", proxy)
         rules = self.client(compute_v1.GlobalForwardingRulesClient)
         rule = ctx.resource_name("fr")
-        if (
-            self._existing(ctx, lambda: rules.get(project=self.project, forwarding_rule=rule))
-            is None
-        ):
-            self._make(
-                ctx,
-                lambda: rules.insert_unary(
-                    project=self.project,
-                    forwarding_rule_resource=compute_v1.ForwardingRule(
-                        name=rule, I_p_address=config.resources["load_balancer_dns"],
-                        I_p_protocol="TCP", port_range=str(LISTENER_PORT),
-                        target=self._global(f"targetHttpProxies/{proxy}"),
-                        load_balancing_scheme=SCHEME, labels=self._labels(ctx, "listener"),
-                    ),
+        self._ensure(
+            ctx,
+            lambda: rules.insert_unary(
+                project=self.project,
+                forwarding_rule_resource=compute_v1.ForwardingRule(
+                    name=rule, I_p_address=config.resources["load_balancer_dns"],
+                    I_p_protocol="TCP", port_range=str(LISTENER_PORT),
+                    target=self._global(f"targetHttpProxies/{proxy}"),
+                    load_balancing_scheme=SCHEME, labels=self._labels(ctx, "listener"),
                 ),
-            )  # fmt: skip
-            ctx.log(f"created forwarding rule {rule} on port {LISTENER_PORT}")
+            ),
+            f"created forwarding rule {rule} on port {LISTENER_PORT}",
+        )  # fmt: skip
         self._record(config, ctx, "listener", rule)
         return (
             f"HTTP :{LISTENER_PORT} on {config.resources['load_balancer_dns']} → backend service."

@@ -2,6 +2,7 @@
 GCP's against the local Compute Engine fake of tests/fakes (real HTTP, real google-cloud-compute)."""
 
 import json
+import os
 
 import pytest
 
@@ -12,7 +13,7 @@ from provisioning.services.accounts import account_create
 from provisioning.services.jobs import job_create
 from tests.fakes.gce import service_account_key
 from tests.provisioning import moto
-from tests.services import stop
+from tests.services import start_celery_worker_on, stop
 
 
 @pytest.fixture(scope="session")
@@ -84,3 +85,30 @@ def make_gcp_job(project, gcp_account, owner):
         )  # fmt: skip
 
     return make
+
+
+@pytest.fixture(scope="module")
+def cloud_worker(django_db_setup, tmp_path_factory, request):
+    """A real Celery worker with a queue of the test module's own for the pipeline and cloud
+    power operations, so that no other worker of the session takes them; yields the queue."""
+    queue = f"{request.module.__name__.rsplit('.', 1)[-1]}-{os.getpid()}"
+    environment = {
+        "ZOPDAY_PROVISIONING_QUEUE": queue,
+        "ZOPDAY_CLOUD_QUEUE": queue,
+        "ZOPDAY_PROVISIONING_RETRY_BASE_SECONDS": "0.05",
+        "ZOPDAY_PROVISIONING_POLL_SECONDS": "0.1",
+        "ZOPDAY_PROVISIONING_READY_TIMEOUT": "30",
+    }
+    process = start_celery_worker_on(
+        tmp_path_factory.mktemp("cloud-worker") / "worker.log", queue, environment
+    )
+    yield queue
+    stop(process)
+
+
+@pytest.fixture
+def cloud_queue(cloud_worker, settings):
+    """This test queues its pipeline and power operations for the module's worker."""
+    settings.ZOPDAY_PROVISIONING_QUEUE = cloud_worker
+    settings.ZOPDAY_CLOUD_QUEUE = cloud_worker
+    return cloud_worker

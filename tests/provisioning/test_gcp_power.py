@@ -2,8 +2,6 @@
 fake over HTTP with google-cloud-compute, and the instance, the VM's GCE status and the job's
 per-VM lifecycle state follow."""
 
-import os
-
 import pytest
 from google.cloud import compute_v1
 
@@ -16,37 +14,12 @@ from provisioning.models import ProvisioningJob
 from provisioning.services.vms import job_vms_refresh
 from tests.provisioning.gcp import compute
 from tests.provisioning.vms import instances_of, settled, vm_states, wait_for
-from tests.services import start_celery_worker_on, stop
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
-QUEUE = f"gcp-power-test-{os.getpid()}"
-WORKER_ENV = {
-    "ZOPDAY_PROVISIONING_QUEUE": QUEUE,
-    "ZOPDAY_CLOUD_QUEUE": QUEUE,
-    "ZOPDAY_PROVISIONING_RETRY_BASE_SECONDS": "0.05",
-    "ZOPDAY_PROVISIONING_POLL_SECONDS": "0.1",
-    "ZOPDAY_PROVISIONING_READY_TIMEOUT": "30",
-}
-
-
-@pytest.fixture(scope="module")
-def worker(django_db_setup, tmp_path_factory):
-    process = start_celery_worker_on(
-        tmp_path_factory.mktemp("gcp-power") / "worker.log", QUEUE, WORKER_ENV
-    )
-    yield process
-    stop(process)
-
-
-@pytest.fixture(autouse=True)
-def queues(settings):
-    settings.ZOPDAY_PROVISIONING_QUEUE = QUEUE
-    settings.ZOPDAY_CLOUD_QUEUE = QUEUE
-
 
 @pytest.fixture
-def landed(worker, make_gcp_job):
+def landed(cloud_queue, make_gcp_job):
     """A Fixed job of two VMs, run to ready by the worker."""
     job = make_gcp_job(instance_count=2)
     wait_for(

@@ -2,8 +2,6 @@
 claim the transition, the worker calls EC2 (moto over HTTP), and the instance, the EC2 state and
 the job's per-VM lifecycle state follow."""
 
-import os
-
 import pytest
 
 from instances.choices import PowerState
@@ -16,39 +14,12 @@ from provisioning.services.jobs import job_create
 from tests.provisioning.moto import raw_client
 from tests.provisioning.proxy import SlowProxy
 from tests.provisioning.vms import ec2_state, instances_of, settled, vm_states, wait_for
-from tests.services import start_celery_worker_on, stop
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
-# One queue of this module's own for the pipeline and for cloud power operations, so that no
-# other worker of the session takes them.
-QUEUE = f"aws-power-test-{os.getpid()}"
-WORKER_ENV = {
-    "ZOPDAY_PROVISIONING_QUEUE": QUEUE,
-    "ZOPDAY_CLOUD_QUEUE": QUEUE,
-    "ZOPDAY_PROVISIONING_RETRY_BASE_SECONDS": "0.05",
-    "ZOPDAY_PROVISIONING_POLL_SECONDS": "0.1",
-    "ZOPDAY_PROVISIONING_READY_TIMEOUT": "30",
-}
-
-
-@pytest.fixture(scope="module")
-def worker(django_db_setup, tmp_path_factory):
-    process = start_celery_worker_on(
-        tmp_path_factory.mktemp("aws-power") / "worker.log", QUEUE, WORKER_ENV
-    )
-    yield process
-    stop(process)
-
-
-@pytest.fixture(autouse=True)
-def queues(settings):
-    settings.ZOPDAY_PROVISIONING_QUEUE = QUEUE
-    settings.ZOPDAY_CLOUD_QUEUE = QUEUE
-
 
 @pytest.fixture
-def landed(worker, aws, project, account, owner):
+def landed(cloud_queue, aws, project, account, owner):
     """A Fixed job of two VMs, run to ready by the worker."""
     job = job_create(
         project=project, account=account, actor=owner, name="web",
