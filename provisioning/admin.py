@@ -1,19 +1,24 @@
+import json
+from typing import Any
+
 from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
-from provisioning.choices import JobStatus
+from provisioning.choices import JobStatus, Provider
 from provisioning.models import CloudAccount, JobInstance, JobStep, ProvisioningJob
+from provisioning.validation import service_account_key_problem
 
 
 class CloudAccountForm(forms.ModelForm):
     """The secret is write-only: typed in to set or replace it, never shown back."""
 
     new_secret_access_key = forms.CharField(
-        label="Secret access key",
+        label="Secret access key, or service account key (GCP)",
         required=False,
         widget=forms.PasswordInput(render_value=False),
-        help_text="Leave empty to keep the stored secret (it is encrypted and never shown).",
+        help_text="AWS: the secret access key. GCP: the service account key's JSON. Leave empty "
+        "to keep the stored secret (it is encrypted and never shown).",
     )
 
     endpoint_url = forms.URLField(label="Endpoint URL", required=False, assume_scheme="https")
@@ -22,8 +27,18 @@ class CloudAccountForm(forms.ModelForm):
         model = CloudAccount
         fields = [
             "project", "provider", "name", "default_region", "access_key_id",
-            "new_secret_access_key", "role_arn", "endpoint_url", "sandbox",
+            "new_secret_access_key", "role_arn", "gcp_project", "endpoint_url", "sandbox",
         ]  # fmt: skip
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        secret = cleaned.get("new_secret_access_key", "")
+        if cleaned.get("provider") == Provider.GCP and secret:
+            if problem := service_account_key_problem(secret):
+                self.add_error("new_secret_access_key", problem)
+            else:  # the key names its service account: kept as the access key id
+                cleaned["access_key_id"] = json.loads(secret)["client_email"]
+        return cleaned
 
     def save(self, commit: bool = True) -> CloudAccount:
         account = super().save(commit=False)

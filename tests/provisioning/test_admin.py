@@ -1,8 +1,10 @@
+import json
+
 import pytest
 from django.urls import reverse
 
 from provisioning.choices import JobStatus
-from provisioning.models import ProvisioningJob
+from provisioning.models import CloudAccount, ProvisioningJob
 
 pytestmark = pytest.mark.django_db
 
@@ -36,3 +38,25 @@ def test_the_record_of_a_torn_down_job_can_be_deleted(admin_client, make_job):
     assert admin_client.get(url).status_code == 200
     assert admin_client.post(url, {"post": "yes"}).status_code == 302
     assert not ProvisioningJob.objects.filter(pk=job.pk).exists()
+
+
+def test_a_gcp_account_added_in_the_admin_has_its_key_checked_and_never_shown(
+    admin_client, project, gcp
+):
+    from tests.fakes.gce import service_account_key
+
+    key = service_account_key(gcp, email="ops@zopday-sandbox.iam.gserviceaccount.com")
+    data = {"project": project.pk, "provider": "gcp", "name": "GCP", "default_region": "us-central1",
+            "gcp_project": "zopday-sandbox", "new_secret_access_key": "{not json"}  # fmt: skip
+    page = admin_client.post("/admin/provisioning/cloudaccount/add/", data)
+    assert page.status_code == 200
+    assert "Paste the service account key as downloaded: a JSON document." in page.content.decode()
+    response = admin_client.post(
+        "/admin/provisioning/cloudaccount/add/", {**data, "new_secret_access_key": json.dumps(key)}
+    )
+    assert response.status_code == 302
+    account = CloudAccount.objects.get(name="GCP")
+    assert account.access_key_id == "ops@zopday-sandbox.iam.gserviceaccount.com"
+    assert json.loads(account.secret_access_key)["private_key_id"] == key["private_key_id"]
+    change = admin_client.get(f"/admin/provisioning/cloudaccount/{account.pk}/change/")
+    assert key["private_key_id"] not in change.content.decode()
