@@ -5,8 +5,8 @@ holds one connection per machine and console kind, a TerminalHub, and fans its o
 every viewer. One viewer at a time holds the keyboard: the first interactive viewer gets it, an
 other interactive viewer gets it by an explicit "take" message, read-only viewers never do, and
 bytes from anyone else are dropped before they reach the backend. A viewer who joins late first
-gets recent output (the tail of the serial log for serial, an in-memory ring for exec), then
-live bytes, without a gap or a repeat.
+gets recent output, then live bytes, without a gap or a repeat: what the hub itself delivered
+(an in-memory ring), after the tail of the serial log from before the hub started, for serial.
 
 VNC: QEMU's VNC server takes many clients, so each session has its own backend connection, with
 the client's bytes passed through rfb.ClientFilter (read-only sessions send no input).
@@ -201,10 +201,11 @@ class TerminalHub:
         self.viewers: list[Viewer] = []
         self.holder: Viewer | None = None
         self.link: BackendLink | None = None
-        self.position = 0  # stream offset of the next byte (a serial log offset for serial)
+        self.position = 0  # stream offset of the next byte (from a serial log offset for serial)
         self.epoch = ""  # names the stream that positions count in
-        # the latest output (history_bytes of it): all the history of a console without a
-        # log; for serial, what QEMU may not have written to its log yet
+        self.log_start = 0  # serial: the log's size when the hub started; older output is the log's
+        # the latest output the hub delivered (history_bytes of it): the history, after the log's
+        # part from before the hub for serial
         self.ring = bytearray()
         self.pump = OutputPump(lambda: self.link)
         self._linger_timer: asyncio.TimerHandle | None = None
@@ -221,6 +222,7 @@ class TerminalHub:
                 self.position, self.epoch = stat.st_size, f"log-{stat.st_ino}"
             except OSError:
                 self.position, self.epoch = 0, "log-new"
+            self.log_start = self.position
         else:
             self.epoch = f"mem-{secrets.token_hex(4)}"
         self.link = await open_link(self.socket_path, self._output, self._backend_closed)
@@ -334,8 +336,9 @@ class TerminalHub:
         (ALIGN_BYTES of them, or what came within ALIGN_SECONDS) are looked up in the log, and
         the gap in front of them is filled from the log. QEMU writes the log just after the
         socket, so bytes not in the log yet are looked up again a moment later (until the
-        backend closes, or ALIGN_RETRIES times). Positions are then exact log offsets, which
-        late viewers and reconnecting pages rely on.
+        backend closes, or ALIGN_RETRIES times). The stream then goes on from the log's offset
+        where the hub started, which a page reconnecting to a later hub of the same log relies
+        on. (Not byte for byte from then on: _history says why, and does not rely on it.)
         """
         if self._align_timer is not None:
             self._align_timer.cancel()
@@ -407,25 +410,29 @@ class TerminalHub:
     # ---- helpers -------------------------------------------------------------------------
 
     def _history(self) -> bytes:
-        """The history_bytes before position, exactly: viewers count from its length where
-        their screen resumes. Serial history comes from the log, which holds the output from
-        before the hub; QEMU writes it just after the socket, so the log's end may still lag
-        behind what the hub delivered, and that part comes from the ring."""
-        if self.serial_log is None:
-            return bytes(self.ring)
-        start = max(0, self.position - self.history_bytes)
+        """The history_bytes before position, exactly what the viewers were sent: viewers count
+        from its length where their screen resumes. That is the ring; for serial, while the
+        hub has delivered less than history_bytes, it comes after the log's tail from before
+        the hub started (the log holds the output from before any viewer).
+
+        Never the log from where the hub started on: QEMU's log is not a copy of the socket's
+        stream. When the socket is full, QEMU logs a byte as it fails to send it (EAGAIN) and
+        again when the serial port sends it again, and it logs bytes it gives up sending; with
+        a proxy that lags during a boot's flood of output, the log gains bytes the hub never
+        got, and a history read from the log at the hub's positions would miss its last bytes.
+        """
+        ring = bytes(self.ring)
+        wanted = self.history_bytes - len(ring)  # > 0: the ring holds all the hub delivered
+        if self.serial_log is None or wanted <= 0 or self.log_start <= 0:
+            return ring
+        start = max(0, self.log_start - wanted)
         try:
             with open(self.serial_log, "rb") as serial_log:
                 serial_log.seek(start)
-                logged = serial_log.read(self.position - start)
+                logged = serial_log.read(self.log_start - start)
         except OSError:
             logged = b""
-        missing = self.position - start - len(logged)
-        if missing <= 0:
-            return logged
-        if missing > len(self.ring):  # the log lags by more than the ring holds: the ring alone
-            return bytes(self.ring)
-        return logged + bytes(self.ring[len(self.ring) - missing :])
+        return logged + ring
 
     def _keyboard_state(self, viewer: Viewer) -> dict[str, object]:
         holder = self.holder

@@ -344,6 +344,49 @@ def test_a_viewer_joining_before_qemu_logged_the_latest_output_gets_it_all_the_s
             assert next_output(second) == b"boot\r\n$ ls\r\n$ "
 
 
+@pytest.mark.parametrize("more_than_the_history", [False, True], ids=["short", "long"])
+def test_a_late_viewer_gets_what_the_others_were_sent_even_where_qemu_logged_it_otherwise(
+    console_proxy, fake_backend, running_instance, operator, owner, more_than_the_history
+):
+    """QEMU's log is not a copy of the socket's stream: when the socket is full, QEMU logs a
+    byte as it fails to send it (EAGAIN) and again when the serial port sends it again, and it
+    logs bytes it gives up sending. Once the hub runs, the history is what it delivered, so it
+    ends exactly where the others' screens do (seen in CI: the log had bytes twice from the
+    boot, and a late viewer's history ended at "zop-4")."""
+    instance = running_instance
+    fake_backend.serial_log.write_bytes(b"boot\r\n")
+    with open_console(
+        console_proxy, instance, ticket=issue_ticket(operator, instance), cookie_user=operator
+    ) as first:
+        control(first, "hello")
+        assert next_output(first) == b"boot\r\n"
+        flood = b"[    1.178505] pci_bus 0000:00: root bus resource\r\n" * 100
+        if more_than_the_history:  # the history no longer reaches back to the log
+            with fake_backend.serial_log.open("ab") as log:
+                log.write(flood[:1000] + flood[1000:].replace(b"pci_bus", b"pci__bus", 1))
+            fake_backend.emit("serial", flood)
+            output_until(first, flood)
+        sent = b"# echo zop-$((6*7))\r\nzop-42\r\n# \x1b[6n"
+        with fake_backend.serial_log.open("ab") as log:
+            log.write(b"# ecchoo zop-$((6*7))\r\nzop-42\r\n# \x1b[6n")
+        fake_backend.emit("serial", sent)
+        seen = output_until(first, sent)
+        assert seen.endswith(sent)
+        with open_console(
+            console_proxy, instance, ticket=issue_ticket(owner, instance), cookie_user=owner
+        ) as second:
+            hello = control(second, "hello")
+            history = next_output(second)
+            assert history.endswith(b"\r\nzop-42\r\n# \x1b[6n")
+            assert len(history) == hello["history"] == min(4096, hello["position"])
+            everything = b"boot\r\n" + (flood if more_than_the_history else b"") + sent
+            assert history == everything[-4096:]
+            assert hello["position"] == len(everything)
+            fake_backend.emit("serial", b"live")
+            assert next_output(second) == b"live"  # no gap, no repeat
+            assert next_output(first) == b"live"
+
+
 def test_terminal_sessions_are_recorded_as_asciicast_v2(
     console_proxy, fake_backend, running_instance, operator, settings
 ):
