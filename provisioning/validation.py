@@ -130,21 +130,28 @@ def network_errors(config: InfraConfig) -> dict[str, str]:
 
 
 HEALTH_CHECK_PATH = re.compile(r"^/[\x21-\x7e]{0,1023}$")  # what AWS takes: printable ASCII
+# What GCE takes: an RFC 3986 path (and query), no quotes, brackets, braces or backslashes.
+GCP_HEALTH_CHECK_PATH = re.compile(r"^/[A-Za-z0-9\-._~!$&'()*+,;=:@/%?]{0,1023}$")
 
 
-def health_check_path_error(path: str) -> str:
+def health_check_path_error(path: str, provider: str = Provider.AWS) -> str:
     if not HEALTH_CHECK_PATH.match(path):
         return (
             "The health check path starts with / and has no spaces or non-ASCII characters "
             "(e.g. /healthz)."
         )
+    if provider == Provider.GCP and not GCP_HEALTH_CHECK_PATH.match(path):
+        return (
+            "On GCP the health check path is a URL path: letters, digits and - . _ ~ ! $ & ' "
+            "( ) * + , ; = : @ / % ? only (e.g. /healthz)."
+        )
     return ""
 
 
-def health_check_errors(path: str, port: int) -> dict[str, str]:
+def health_check_errors(path: str, port: int, provider: str = Provider.AWS) -> dict[str, str]:
     """The load balancer's health check, in the wizard and when it is changed later."""
     errors: dict[str, str] = {}
-    if message := health_check_path_error(path):
+    if message := health_check_path_error(path, provider):
         errors["health_check_path"] = message
     if not 1 <= port <= 65535:
         errors["health_check_port"] = "A port is 1 to 65535."
@@ -157,7 +164,9 @@ def load_balancer_errors(config: InfraConfig) -> dict[str, str]:
         if config.dns_name:
             errors["dns_name"] = "A DNS name needs the load balancer."
         return errors
-    errors.update(health_check_errors(config.health_check_path, config.health_check_port))
+    errors.update(
+        health_check_errors(config.health_check_path, config.health_check_port, config.provider)
+    )
     if config.dns_name and not DNS_NAME.match(config.dns_name.lower()):
         errors["dns_name"] = "Give a host name such as app.example.com."
     return errors

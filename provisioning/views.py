@@ -101,6 +101,11 @@ def wizard(request: AuthedRequest, project_slug: str, step: str = "provider") ->
             request.session[_draft_key(project)] = draft
             return _go(request, project, STEP_NAMES[max(index - 1, 0)])
         if form.is_valid():
+            if step == "provider" and draft["values"].get("provider") not in (
+                None,
+                form.cleaned_data["provider"],
+            ):  # another cloud: the later steps' answers were for the other one
+                draft.update(values={}, raw={step: draft["raw"][step]}, valid=[])
             draft["values"].update(form.cleaned_data)
             draft["valid"] = sorted(set(draft["valid"]) | {step})
             request.session[_draft_key(project)] = draft
@@ -204,6 +209,16 @@ def _gcp_plan(config: InfraConfig) -> list[str]:
             else ""
         )
         plan.append(f"regional managed instance group (size {config.asg_desired}{scaler})")
+    if config.load_balancer:
+        plan += [
+            "global external Application Load Balancer: a global address, a forwarding rule "
+            "on port 80, a target HTTP proxy and a URL map",
+            f"backend service with an HTTP health check (GET {config.health_check_path} on "
+            f"{config.health_check_port}) over the VMs' instance group(s)",
+            "firewall rule: Google's front ends and health checkers may reach port "
+            f"{config.health_check_port}",
+            f"Cloud DNS A record {config.dns_name}" if config.dns_name else "no DNS record",
+        ]
     return plan
 
 

@@ -6,19 +6,16 @@ clients (providers.gcp_sdk), so Google's SDK stays inside the provider modules.
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from google.api_core import exceptions as api_exceptions
-from google.cloud import compute_v1
-
 from provisioning.backends.cloud import CloudVm, CloudVmBackend
 from provisioning.infra import InfraConfig, VmRecord
 from provisioning.models import CloudAccount, ProvisioningJob
 from provisioning.providers.base import CloudError
-from provisioning.providers.gcp import VM_STATES
 from provisioning.providers.gcp_base import project_of
-from provisioning.providers.gcp_sdk import client_for, mapped_errors, wait_operation
+from provisioning.providers.gcp_power import power_vm, read_vm
+from provisioning.providers.gcp_sdk import mapped_errors
 from provisioning.selectors import JobVm
 
-NOT_FOUND = "NotFound"  # Compute errors carry no reason: mapped_errors names the type
+NOT_FOUND = frozenset({"notFound", "NotFound"})  # a Compute 404: its reason, or its type
 
 
 class GcpVmBackend(CloudVmBackend):
@@ -32,23 +29,14 @@ class GcpVmBackend(CloudVmBackend):
         cls, account: CloudAccount, job: ProvisioningJob, vms: list[VmRecord]
     ) -> dict[str, CloudVm]:
         """One read per VM (they live in different zones); one GCE no longer knows is absent."""
-        instances = client_for(account, compute_v1.InstancesClient)
         found = {}
         with mapped_errors():
             for vm in vms:
-                try:
-                    instance = instances.get(
-                        project=project_of(account), zone=vm.zone, instance=vm.instance_id
-                    )
-                except api_exceptions.NotFound:
-                    continue
-                interfaces = list(instance.network_interfaces)
-                found[vm.instance_id] = CloudVm(
-                    instance_id=vm.instance_id,
-                    state=VM_STATES.get(instance.status, instance.status.lower()),
-                    reason=instance.status_message,
-                    private_ip=interfaces[0].network_i_p if interfaces else "",
-                )
+                if (read := read_vm(account, vm.zone, vm.instance_id)) is not None:
+                    found[vm.instance_id] = CloudVm(
+                        instance_id=vm.instance_id, state=read["state"], reason=read["reason"],
+                        private_ip=read["private_ip"],
+                    )  # fmt: skip
         return found
 
     @contextmanager
@@ -57,24 +45,10 @@ class GcpVmBackend(CloudVmBackend):
             yield
 
     def _vm_gone(self, error: CloudError) -> bool:
-        return error.code == NOT_FOUND
+        return error.code in NOT_FOUND
 
     def _power(self, target: JobVm, operation: str) -> None:
-        """start; stop (ACPI, then GCE powers off after its grace period); force_stop (no
-        graceful shutdown); reboot (a reset: GCE has no soft reboot)."""
-        account, vm = target.job.account, target.vm
-        instances = client_for(account, compute_v1.InstancesClient)
-        where = {"project": project_of(account), "zone": vm.zone, "instance": vm.instance_id}
-        if operation == "start":
-            started = instances.start_unary(compute_v1.StartInstanceRequest(**where))
-        elif operation in ("stop", "force_stop"):
-            request = compute_v1.StopInstanceRequest(
-                **where, no_graceful_shutdown=operation == "force_stop"
-            )
-            started = instances.stop_unary(request)
-        else:
-            started = instances.reset_unary(compute_v1.ResetInstanceRequest(**where))
-        wait_operation(account, project_of(account), started, heartbeat=lambda: None, timeout=120)
+        power_vm(target.job.account, target.vm.zone, target.vm.instance_id, operation)
 
     @classmethod
     def lb_health(cls, job: ProvisioningJob, config: InfraConfig) -> dict[str, tuple[str, str]]:

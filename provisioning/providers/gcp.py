@@ -19,8 +19,10 @@ from provisioning.infra import InfraConfig, VmRecord
 from provisioning.providers.base import CloudError, StepContext, wait_for_sentinels
 from provisioning.providers.gcp_base import SETTLE_TIMEOUT
 from provisioning.providers.gcp_lb import GcpLoadBalancer
+from provisioning.providers.gcp_power import describe
 from provisioning.providers.gcp_sdk import (
     CLOUD_PLATFORM,
+    RETRYABLE_OPERATION_CODES,
     exists_already,
     google_api,
     key_info,
@@ -35,17 +37,6 @@ DEFAULT_IMAGE = ("ubuntu-os-cloud", "ubuntu-2404-lts-amd64")  # ships cloud-init
 IAP_RANGE = "35.235.240.0/20"
 GUEST_NAMESPACE = "zopday"
 GUEST_KEY = "bootstrap"
-# GCE's states → the words the console uses for a VM (those of EC2).
-VM_STATES = {
-    "PROVISIONING": "pending",
-    "STAGING": "pending",
-    "RUNNING": "running",
-    "STOPPING": "stopping",
-    "SUSPENDING": "stopping",
-    "SUSPENDED": "stopped",
-    "TERMINATED": "stopped",
-    "REPAIRING": "pending",
-}
 
 
 class GcpProvider(GcpLoadBalancer):
@@ -231,7 +222,7 @@ class GcpProvider(GcpLoadBalancer):
                     source_ranges=["0.0.0.0/0"],
                     target_tags=[self._network_tag(ctx)],
                     denied=[compute_v1.Denied(I_p_protocol="all")],
-                    description="ZopDay VMs: no inbound except from the job's load balancer",
+                    description="ZopDay VMs: no inbound but what the job's other rules allow",
                 ),
             ),
             f"created firewall rule {rule} (deny all ingress)",
@@ -328,6 +319,7 @@ class GcpProvider(GcpLoadBalancer):
         return [
             (ctx.resource_name(f"vm-{n}"), zones[(n - 1) % len(zones)])
             for n in range(1, config.instance_count + 1)
+            if zones
         ]
 
     def _remember_vms(self, config: InfraConfig, found: list[compute_v1.Instance]) -> None:
@@ -337,7 +329,7 @@ class GcpProvider(GcpLoadBalancer):
             or VmRecord(
                 instance_id=instance.name,
                 state=VmState.LAUNCHING,
-                private_ip=_private_ip(instance),
+                private_ip=describe(instance)["private_ip"],
                 zone=short(instance.zone),
             )
             for instance in found
@@ -450,6 +442,16 @@ class GcpProvider(GcpLoadBalancer):
         )
         members = []
         for item in managed:
+            failures = list(item.last_attempt.errors.errors)
+            if failures and item.current_action == "CREATING":
+                # GCE keeps retrying in the background; the step stops with Google's reason.
+                codes = {failure.code for failure in failures}
+                raise CloudError(
+                    f"The managed instance group {group} cannot create its VMs: "
+                    + "; ".join(failure.message for failure in failures),
+                    retryable=bool(codes & RETRYABLE_OPERATION_CODES),
+                    code=failures[0].code,
+                )
             if not item.instance or item.current_action == "DELETING":
                 continue
             zone = item.instance.split("/zones/")[1].split("/")[0]
@@ -559,23 +561,18 @@ class GcpProvider(GcpLoadBalancer):
 
     @mapped
     def delete_security_group(self, config: InfraConfig, ctx: StepContext) -> str:
-        """Every firewall rule named for the job."""
+        """The job's firewall rules, by their names (the load balancer's went with it)."""
         firewalls = self.client(compute_v1.FirewallsClient)
-        prefix = ctx.resource_name("")
-        rules = [
-            rule.name
-            for rule in firewalls.list(
-                compute_v1.ListFirewallsRequest(
-                    project=self.project, filter=f'name eq "{prefix}.*"'
-                )
+        deleted = [
+            name
+            for name in (ctx.resource_name("deny-in"), ctx.resource_name("iap-ssh"))
+            if self._delete(
+                ctx, partial(firewalls.delete_unary, project=self.project, firewall=name)
             )
-            if rule.name.startswith(prefix)
         ]
-        for name in rules:
-            self._delete(ctx, partial(firewalls.delete_unary, project=self.project, firewall=name))
         config.resources.pop("security_group", None)
         ctx.save()
-        return f"Deleted {len(rules)} firewall rule(s)."
+        return f"Deleted {len(deleted)} firewall rule(s)."
 
     @mapped
     def delete_iam(self, config: InfraConfig, ctx: StepContext) -> str:
@@ -624,19 +621,3 @@ class GcpProvider(GcpLoadBalancer):
             if instance is not None:
                 described.append(describe(instance))
         return described
-
-
-def _private_ip(instance: compute_v1.Instance) -> str:
-    interfaces = list(instance.network_interfaces)
-    return str(interfaces[0].network_i_p) if interfaces else ""
-
-
-def describe(instance: compute_v1.Instance) -> dict[str, str]:
-    return {
-        "instance_id": instance.name,
-        "state": VM_STATES.get(instance.status, instance.status.lower()),
-        "private_ip": _private_ip(instance),
-        "zone": short(instance.zone),
-        "instance_type": short(instance.machine_type),
-        "public_ip": "",
-    }

@@ -109,8 +109,9 @@ class GcpBase:
         return zones
 
     def _zone_list(self, config: InfraConfig) -> list[str]:
-        """The region's zones, as stepValidate found them."""
-        return [z for z in config.resources.get("zones", "").split(",") if z] or self._zones()
+        """The region's zones, as stepValidate recorded them. None: it never got that far, so
+        nothing zonal was made (and a teardown has nothing zonal to delete)."""
+        return [z for z in config.resources.get("zones", "").split(",") if z]
 
     def _network_tag(self, ctx: StepContext) -> str:
         return f"zopday-{ctx.token}"

@@ -307,11 +307,15 @@ class GcpLoadBalancer(GcpBase):
         record = {"name": config.dns_name.rstrip(".") + ".", "type": "A", "ttl": 300,
                   "rrdatas": [address]}  # fmt: skip
         existing = self._a_records(zone, config)
-        if [{key: r.get(key) for key in record} for r in existing] != [record]:
-            self._dns(
-                "POST", f"managedZones/{zone}/changes",
-                json={"additions": [record], "deletions": existing},
-            )  # fmt: skip
+        if any(r.get("rrdatas") != [address] for r in existing):
+            # Someone else's record (or an earlier load balancer's): never replaced silently.
+            raise CloudError(
+                f"The zone {zone} already has an A record for {record['name']} pointing at "
+                f"{', '.join(existing[0].get('rrdatas', []))}: remove it, or choose another DNS "
+                "name."
+            )
+        if not existing:
+            self._dns("POST", f"managedZones/{zone}/changes", json={"additions": [record]})
         self._record(config, ctx, "dns_record", config.dns_name)
         return f"{config.dns_name} → {address}."
 
@@ -340,13 +344,17 @@ class GcpLoadBalancer(GcpBase):
     def detach_load_balancer(self, config: InfraConfig, ctx: StepContext) -> str:
         """Everything the LB steps made, in reverse; the VMs are not touched."""
         removed = []
+        address = config.resources.get("load_balancer_dns", "")
         if config.dns_name and (zone := self._managed_zone(config, ctx, create=False)):
-            records = self._a_records(zone, config)
-            if records:
+            # Only the record pointing at the job's own address: a record someone else made for
+            # the name stays.
+            records = [r for r in self._a_records(zone, config) if r.get("rrdatas") == [address]]
+            if records and address:
                 self._dns("POST", f"managedZones/{zone}/changes", json={"deletions": records})
+                removed.append("DNS record")
             if config.resources.get("hosted_zone_created") == zone:
                 self._dns("DELETE", f"managedZones/{zone}")
-            removed.append("DNS record")
+                removed.append("DNS zone")
         zones = self._zone_list(config)
         steps: list[tuple[str, type, dict[str, str]]] = [
             ("forwarding rule", compute_v1.GlobalForwardingRulesClient,

@@ -1,8 +1,9 @@
 """GCP through google-cloud-compute: credentials, cached clients, errors and operations.
 
-Only this module and `gcp.py` import Google's SDK. A GCP cloud account holds a service account
-key (JSON, encrypted at rest) and the project it provisions in; its endpoint URL, when set,
-points every client at another Compute endpoint (the tests' local fake).
+Only the provider modules (providers/gcp*.py) import Google's SDK. A GCP cloud account holds a
+service account key (JSON, encrypted at rest) and the project it provisions in; its endpoint
+URL, when set, points every client at another endpoint serving Compute, IAM and Cloud DNS (the
+tests' local fake).
 
 Operations are polled through the operations clients built with the same options, never with
 `ExtendedOperation.result()`, whose own poller ignores a custom endpoint.
@@ -44,6 +45,12 @@ RETRYABLE_OPERATION_CODES = frozenset(
         "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
     }
 )
+# Reasons of synchronous refusals that mean "not yet": rate limits, and resources still being
+# made or still used by something on its way out.
+RETRYABLE_REASONS = frozenset(
+    {"rateLimitExceeded", "userRateLimitExceeded", "resourceNotReady",
+     "resourceInUseByAnotherResource"}
+)  # fmt: skip
 OPERATION_DONE = compute_v1.Operation.Status.DONE
 REQUEST_PREFIX = re.compile(r"^(GET|POST|PUT|PATCH|DELETE) \S+: ")
 
@@ -107,11 +114,12 @@ def google_api(
     account: CloudAccount, api: str, method: str, path: str, **kwargs: Any
 ) -> dict[str, Any] | None:
     """Call one of the REST APIs google-cloud-compute does not cover ("iam": service accounts,
-    "dns": Cloud DNS) with the account's credentials; None when it answers 404. Other errors
-    become CloudError with Google's message."""
+    "dns": Cloud DNS) with the account's credentials. A GET or DELETE of something that does
+    not exist answers None; any other error becomes CloudError with Google's message. An
+    account's endpoint URL serves these too (the tests' fake serves all three)."""
     base = (account.endpoint_url or API_ENDPOINTS[api]).rstrip("/")
     response = _session(account).request(method, f"{base}/{path}", timeout=60, **kwargs)
-    if response.status_code == 404:
+    if response.status_code == 404 and method in ("GET", "DELETE"):
         return None
     if response.status_code >= 400:
         try:
@@ -119,10 +127,11 @@ def google_api(
         except ValueError:
             error = {}
         details = error.get("errors") or [{}]
+        reason = str(error.get("status") or details[0].get("reason") or response.status_code)
         raise CloudError(
             error.get("message") or f"Google answered {response.status_code}.",
-            retryable=response.status_code in RETRYABLE_STATUS,
-            code=str(error.get("status") or details[0].get("reason") or response.status_code),
+            retryable=response.status_code in RETRYABLE_STATUS or reason in RETRYABLE_REASONS,
+            code=reason,
         )
     answer: dict[str, Any] = response.json() if response.content else {}
     return answer
@@ -138,12 +147,16 @@ def mapped_errors() -> Iterator[None]:
         raise
     except api_exceptions.GoogleAPICallError as error:
         status = int(error.code or 0)
-        reason = error.reason or type(error).__name__
+        # Compute's errors carry their reason in the body's errors, not as ErrorInfo.
+        details = [item for item in (error.errors or []) if isinstance(item, dict)]
+        reason = error.reason or (details[0].get("reason") if details else None)
+        reason = reason or type(error).__name__
         # The REST transport puts the method and URL before Google's own words.
         message = REQUEST_PREFIX.sub("", str(error.message))
         if status == 401:
             message = f"Google refused the service account key: {message}"
-        raise CloudError(message, retryable=status in RETRYABLE_STATUS, code=str(reason)) from error
+        retryable = status in RETRYABLE_STATUS or reason in RETRYABLE_REASONS
+        raise CloudError(message, retryable=retryable, code=str(reason)) from error
     except auth_exceptions.RefreshError as error:
         raise CloudError(
             f"Google refused the service account key: {error}", code="RefreshError"

@@ -182,3 +182,34 @@ def test_a_record_in_the_users_own_zone_is_removed_but_the_zone_stays(gcp, make_
     assert session.get(f"{base}/managedZones/corp").status_code == 200
     records = session.get(f"{base}/managedZones/corp/rrsets", params=a_records).json()
     assert records.get("rrsets", []) == []
+
+
+def test_someone_elses_record_for_the_name_is_never_replaced_or_deleted(gcp, make_gcp_job, owner):
+    session, base = dns(gcp)
+    zone = {"name": "corp", "dnsName": "corp.example.", "visibility": "public",
+            "description": "the company's zone"}  # fmt: skip
+    assert session.post(f"{base}/managedZones", json=zone).status_code == 200
+    theirs = {"name": "app.corp.example.", "type": "A", "ttl": 300, "rrdatas": ["203.0.113.7"]}
+    changed = session.post(f"{base}/managedZones/corp/changes", json={"additions": [theirs]})
+    assert changed.status_code == 200, changed.text
+    job = job_run_inline(make_gcp_job(load_balancer=True, dns_name="app.corp.example").pk)
+    assert job.status == JobStatus.FAILED
+    assert job.steps.get(name="stepCreateDNSRecord").message == (
+        "The zone corp already has an A record for app.corp.example. pointing at 203.0.113.7: "
+        "remove it, or choose another DNS name."
+    )
+    job = job_run_inline(job_teardown(job=job, actor=owner).pk)
+    assert job.status == JobStatus.DELETED, job.message
+    a_records = {"name": "app.corp.example.", "type": "A"}
+    records = session.get(f"{base}/managedZones/corp/rrsets", params=a_records).json()
+    assert [r["rrdatas"] for r in records["rrsets"]] == [["203.0.113.7"]]
+
+
+def test_gcp_health_check_paths_are_url_paths(gcp, make_gcp_job, owner):
+    from django.core.exceptions import ValidationError
+
+    with pytest.raises(ValidationError) as raised:
+        make_gcp_job(load_balancer=True, health_check_path='/up"{x}')
+    assert raised.value.message_dict["health_check_path"][0].startswith(
+        "On GCP the health check path is a URL path"
+    )

@@ -294,3 +294,52 @@ def test_gcp_accounts_take_a_service_account_key_and_check_their_connection(gcp,
     checked = account_check(account=account, actor=owner)
     assert checked.last_check_ok is False
     assert checked.last_check_message.startswith("Google refused the service account key")
+
+
+def test_a_job_that_never_got_past_validate_is_torn_down(gcp, make_gcp_job, owner):
+    job = job_run_inline(make_gcp_job(region="us-central9").pk)
+    assert job.status == JobStatus.FAILED
+    job = job_run_inline(job_teardown(job=job, actor=owner).pk)
+    assert job.status == JobStatus.DELETED, job.message
+
+
+def test_a_group_that_cannot_create_its_vms_stops_with_googles_reason(gcp, make_gcp_job):
+    gcp.configure(instance_quota=1)
+    job = job_run_inline(make_gcp_job(pool_mode="ASG", asg_min=2, asg_max=2, asg_desired=2).pk)
+    assert job.status == JobStatus.FAILED
+    step = job.steps.get(name="stepCreateVMs")
+    assert "cannot create its VMs: Quota 'INSTANCES' exceeded" in step.message
+    assert step.attempts == 1  # a quota is not a reason to try again
+
+
+def test_googles_not_yet_answers_are_retried_and_their_reason_kept():
+    from google.api_core import exceptions as api_exceptions
+
+    from provisioning.providers.base import CloudError
+    from provisioning.providers.gcp_sdk import mapped_errors
+
+    for error, retryable, code in (
+        (api_exceptions.Forbidden("Rate Limit Exceeded",
+                                  errors=[{"reason": "rateLimitExceeded"}]), True, "rateLimitExceeded"),
+        (api_exceptions.BadRequest("in use",
+                                   errors=[{"reason": "resourceInUseByAnotherResource"}]), True,
+         "resourceInUseByAnotherResource"),
+        (api_exceptions.Forbidden("Required 'compute.networks.create' permission",
+                                  errors=[{"reason": "forbidden"}]), False, "forbidden"),
+    ):  # fmt: skip
+        with pytest.raises(CloudError) as raised, mapped_errors():
+            raise error
+        assert (raised.value.retryable, raised.value.code) == (retryable, code)
+
+
+def test_a_post_to_something_missing_is_an_error_not_a_silent_none(gcp_account):
+    from provisioning.providers.base import CloudError
+    from provisioning.providers.gcp_sdk import google_api
+
+    path = "dns/v1/projects/zopday-sandbox/managedZones/nowhere/changes"
+    with pytest.raises(CloudError):
+        google_api(gcp_account, "dns", "POST", path, json={"additions": []})
+    assert (
+        google_api(gcp_account, "dns", "GET", "dns/v1/projects/zopday-sandbox/managedZones/nowhere")
+        is None
+    )

@@ -292,3 +292,15 @@ def test_admins_add_a_gcp_account_and_the_key_never_shows_again(client_for, gcp)
     assert (account.provider, account.gcp_project) == ("gcp", "zopday-sandbox")
     listing = client_for("viewer").get("/projects/alpha/provisioning/accounts/").content.decode()
     assert "BEGIN PRIVATE KEY" not in listing and key["private_key_id"] not in listing
+
+
+def test_choosing_another_cloud_in_the_wizard_asks_the_later_steps_again(
+    client_for, account, gcp_account
+):
+    client = client_for("operator")
+    walk(client, account)  # every step answered for AWS
+    data = {"name": "shop", "provider": "gcp", "account": gcp_account.pk, "action": "next"}
+    assert client.post(url("provider"), data).status_code == 302
+    response = client.get(url("review"))
+    assert response.status_code == 302 and response.url.endswith("/new/pool/")
+    assert 'value="us-central1"' in client.get(url("pool")).content.decode()
