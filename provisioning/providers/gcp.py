@@ -208,44 +208,17 @@ class GcpProvider(GcpLoadBalancer):
         """Firewall rules for the job's VMs: all ingress denied, whatever else the network
         allows, but port 22 from IAP's proxies. Then the instance template: the user data, the
         service account, OS Login, Shielded VM, no public address and no SSH keys."""
-        firewalls = self.client(compute_v1.FirewallsClient)
-        rule = ctx.resource_name("deny-in")
-        self._ensure(
-            ctx,
-            lambda: firewalls.insert_unary(
-                project=self.project,
-                firewall_resource=compute_v1.Firewall(
-                    name=rule,
-                    network=config.resources["vpc"],
-                    direction="INGRESS",
-                    priority=1000,
-                    source_ranges=["0.0.0.0/0"],
-                    target_tags=[self._network_tag(ctx)],
-                    denied=[compute_v1.Denied(I_p_protocol="all")],
-                    description="ZopDay VMs: no inbound but what the job's other rules allow",
-                ),
-            ),
-            f"created firewall rule {rule} (deny all ingress)",
-        )
+        rule, _ = self._vm_firewall(
+            config, ctx, "deny-in", priority=1000, sources=["0.0.0.0/0"],
+            denied=[compute_v1.Denied(I_p_protocol="all")],
+            description="ZopDay VMs: no inbound but what the job's other rules allow",
+        )  # fmt: skip
         self._record(config, ctx, "security_group", rule)
-        iap = ctx.resource_name("iap-ssh")
-        self._ensure(
-            ctx,
-            lambda: firewalls.insert_unary(
-                project=self.project,
-                firewall_resource=compute_v1.Firewall(
-                    name=iap,
-                    network=config.resources["vpc"],
-                    direction="INGRESS",
-                    priority=900,
-                    source_ranges=[IAP_RANGE],
-                    target_tags=[self._network_tag(ctx)],
-                    allowed=[compute_v1.Allowed(I_p_protocol="tcp", ports=["22"])],
-                    description="ZopDay VMs: SSH only through IAP, gated by IAM and OS Login",
-                ),
-            ),
-            f"created firewall rule {iap} (port 22 from IAP's proxies only)",
-        )
+        self._vm_firewall(
+            config, ctx, "iap-ssh", priority=900, sources=[IAP_RANGE],
+            allowed=[compute_v1.Allowed(I_p_protocol="tcp", ports=["22"])],
+            description="ZopDay VMs: SSH only through IAP, gated by IAM and OS Login",
+        )  # fmt: skip
 
         templates = self.client(compute_v1.InstanceTemplatesClient)
         name = ctx.resource_name("tpl")

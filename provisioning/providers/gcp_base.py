@@ -113,5 +113,33 @@ class GcpBase:
         nothing zonal was made (and a teardown has nothing zonal to delete)."""
         return [z for z in config.resources.get("zones", "").split(",") if z]
 
+    def _vm_firewall(
+        self,
+        config: InfraConfig,
+        ctx: StepContext,
+        suffix: str,
+        *,
+        priority: int,
+        sources: list[str],
+        description: str,
+        allowed: list[compute_v1.Allowed] | None = None,
+        denied: list[compute_v1.Denied] | None = None,
+    ) -> tuple[str, bool]:
+        """A rule for ingress to the job's VMs (by their network tag): its name, and whether it
+        was made now (False: an earlier attempt made it)."""
+        name = ctx.resource_name(suffix)
+        rule = compute_v1.Firewall(
+            name=name, network=config.resources["vpc"], direction="INGRESS", priority=priority,
+            source_ranges=sources, target_tags=[self._network_tag(ctx)], allowed=allowed or [],
+            denied=denied or [], description=description,
+        )  # fmt: skip
+        firewalls = self.client(compute_v1.FirewallsClient)
+        made = self._make(
+            ctx, lambda: firewalls.insert_unary(project=self.project, firewall_resource=rule)
+        )
+        if made:
+            ctx.log(f"created firewall rule {name}: {description}")
+        return name, made
+
     def _network_tag(self, ctx: StepContext) -> str:
         return f"zopday-{ctx.token}"

@@ -39,25 +39,17 @@ class GcpLoadBalancer(GcpBase):
     # ---- stepCreateLoadBalancer -------------------------------------------------------------
     def _allow_from_lb(self, config: InfraConfig, ctx: StepContext) -> None:
         """The VMs accept the service port and the health check's from Google's front ends."""
-        firewalls = self.client(compute_v1.FirewallsClient)
-        name = ctx.resource_name("lb-in")
         allowed = [
             compute_v1.Allowed(
                 I_p_protocol="tcp",
                 ports=[str(p) for p in sorted({config.traffic_port, config.health_check_port})],
             )
         ]
-        made = self._make(
-            ctx,
-            lambda: firewalls.insert_unary(
-                project=self.project,
-                firewall_resource=compute_v1.Firewall(
-                    name=name, network=config.resources["vpc"], direction="INGRESS",
-                    priority=900, source_ranges=LB_RANGES, target_tags=[self._network_tag(ctx)],
-                    allowed=allowed, description="ZopDay VMs: from the job's load balancer",
-                ),
-            ),
+        name, made = self._vm_firewall(
+            config, ctx, "lb-in", priority=900, sources=LB_RANGES, allowed=allowed,
+            description="ZopDay VMs: from the job's load balancer",
         )  # fmt: skip
+        firewalls = self.client(compute_v1.FirewallsClient)
         if not made:  # an earlier attempt or check made it: its ports are made to match
             self._done(
                 ctx,
