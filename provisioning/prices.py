@@ -33,7 +33,7 @@ class CloudPrices:
     nat_gb_processed: float
 
 
-PRICES = {
+PRICES: dict[str, CloudPrices] = {
     Provider.AWS: CloudPrices(
         machines={
             "t3.micro": MachineType(0.0104, 2, 1),
@@ -76,8 +76,8 @@ NAT_GB_PER_VM_MONTH = 10
 
 
 def prices_for(provider: str) -> CloudPrices:
-    return PRICES.get(Provider(provider) if provider in Provider.values else Provider.AWS,
-                      PRICES[Provider.AWS])  # fmt: skip
+    """The cloud's table (AWS's for a provider without one)."""
+    return PRICES.get(provider, PRICES[Provider.AWS])
 
 
 def machine_size(provider: str, instance_type: str) -> tuple[int, int]:
