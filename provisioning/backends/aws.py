@@ -1,6 +1,6 @@
 """The `aws` compute backend: power for the EC2 VMs that provisioning jobs create (the rest is
 backends.cloud's). EC2 is called with the job's cloud account and region through the provider's
-cached clients (providers.aws.client_for: endpoint URL, role ARN and decrypted secret included),
+cached clients (providers.aws_sdk.client_for: endpoint URL, role ARN and decrypted secret included),
 so the AWS SDK stays inside the provider module.
 """
 
@@ -12,7 +12,7 @@ from instances.backends.base import ExitKind
 from provisioning.backends.cloud import ON_STATES, CloudVm, CloudVmBackend
 from provisioning.infra import InfraConfig, VmRecord
 from provisioning.models import CloudAccount, ProvisioningJob
-from provisioning.providers.aws import client_for, mapped_errors
+from provisioning.providers.aws_sdk import client_for, mapped_errors
 from provisioning.providers.base import CloudError
 from provisioning.selectors import JobVm
 

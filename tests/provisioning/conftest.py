@@ -7,7 +7,7 @@ import os
 import pytest
 
 from provisioning.infra import InfraConfig
-from provisioning.providers.aws import forget_clients
+from provisioning.providers.aws_sdk import forget_clients
 from provisioning.providers.gcp_sdk import forget_clients as forget_gcp_clients
 from provisioning.services.accounts import account_create
 from provisioning.services.jobs import job_create

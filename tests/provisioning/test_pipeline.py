@@ -8,7 +8,7 @@ from provisioning.choices import JobStatus, StepStatus
 from provisioning.infra import InfraConfig
 from provisioning.models import JobStep, ProvisioningJob
 from provisioning.pipeline import FLUSH_SECONDS, _claim, _StepWriter, job_advance, job_run_inline
-from provisioning.providers.aws import client_for
+from provisioning.providers.aws_sdk import client_for
 from provisioning.services.jobs import job_cancel, job_teardown, job_vm_op
 from tests.provisioning.moto import raw_client, tagged_resources
 
@@ -263,7 +263,7 @@ def test_a_load_balancer_attached_again_gets_a_zone_under_a_new_caller_reference
 
 
 def test_the_task_running_steps_outlives_their_longest_waits(settings):
-    from provisioning.providers.aws import SETTLE_TIMEOUT
+    from provisioning.providers.aws_base import SETTLE_TIMEOUT
     from provisioning.tasks import advance
 
     longest_step = SETTLE_TIMEOUT + settings.ZOPDAY_PROVISIONING_READY_TIMEOUT
