@@ -56,9 +56,15 @@ class GcpProvider(GcpLoadBalancer):
 
     @mapped
     def validate(self, config: InfraConfig, ctx: StepContext) -> str:
-        zones = self._zones()
+        region_zones = self._zones()
+        zones = self._offering(config.instance_type, region_zones)
         config.resources["zones"] = ",".join(zones)
-        ctx.log(f"credentials valid; zones: {', '.join(zones)}")
+        ctx.log(f"credentials valid; zones: {', '.join(region_zones)}")
+        if missing := [zone for zone in region_zones if zone not in zones]:
+            ctx.log(
+                f"{config.instance_type} is not offered in {', '.join(missing)}: "
+                f"the VMs go to {', '.join(zones)}"
+            )
         if config.network_mode == NetworkMode.EXISTING:
             network = not_found(
                 lambda: self.client(compute_v1.NetworksClient).get(
@@ -98,6 +104,21 @@ class GcpProvider(GcpLoadBalancer):
             ctx.log(f"image {config.image_id} (family {family})")
         ctx.save()
         return f"Credentials, region {self.region} and image {short(config.image_id)} checked."
+
+    def _offering(self, machine_type: str, zones: list[str]) -> list[str]:
+        """Those of `zones` that offer the machine type: one aggregated list for the project."""
+        request = compute_v1.AggregatedListMachineTypesRequest(
+            project=self.project, filter=f'name = "{machine_type}"'
+        )
+        listed = self.client(compute_v1.MachineTypesClient).aggregated_list(request=request)
+        offered = {short(scope) for scope, found in listed if found.machine_types}
+        chosen = [zone for zone in zones if zone in offered]
+        if not chosen:
+            raise CloudError(
+                f"The machine type {machine_type} is not offered in any zone of {self.region}: "
+                "choose another machine type or region."
+            )
+        return chosen
 
     # ---- network ----------------------------------------------------------------------------
     @mapped

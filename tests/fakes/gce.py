@@ -70,6 +70,17 @@ IMAGES = {  # (image project, family) → the family's current image
     ("debian-cloud", "debian-13"): "debian-13-trixie-v20261110",
     ("ubuntu-os-cloud", "ubuntu-2404-lts-amd64"): "ubuntu-2404-noble-amd64-v20261101",
 }
+# Machine types (vCPUs, memory MB) and the zones that offer them: every zone but where a type is
+# listed in NOT_OFFERED (c3 is not in us-central1-f, nor anywhere in europe-west1 or asia-northeast1).
+MACHINE_TYPES = {
+    "e2-micro": (2, 1024), "e2-small": (2, 2048), "e2-medium": (2, 4096),
+    "e2-standard-2": (2, 8192), "e2-standard-4": (4, 16384),
+    "n2-standard-2": (2, 8192), "n2-standard-4": (4, 16384), "c3-standard-4": (4, 16384),
+}  # fmt: skip
+NOT_OFFERED = {
+    "c3-standard-4": {"us-central1-f", "europe-west1-b", "europe-west1-c", "europe-west1-d",
+                      "asia-northeast1-a", "asia-northeast1-b", "asia-northeast1-c"},
+}  # fmt: skip
 NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 ACCOUNT_ID = re.compile(r"[a-z]([-a-z0-9]{4,28}[a-z0-9])")
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
@@ -374,6 +385,7 @@ ROUTES = [  # (method, path, handler), the first match wins
         ("GET", COMPUTE + r"/regions/(?P<region>[^/]+)", "region_get"),
         ("GET", COMPUTE + r"/zones", "zone_list"),
         ("GET", COMPUTE + r"/zones/(?P<zone>[^/]+)", "zone_get"),
+        ("GET", COMPUTE + r"/aggregated/machineTypes", "machine_types_aggregated"),
         ("GET", SCOPED + r"/operations/(?P<operation>[^/]+)", "operation_get"),
         ("POST", SCOPED + r"/operations/(?P<operation>[^/]+)/wait", "operation_wait"),
         ("POST", INSTANCES, "instance_insert"),
@@ -805,6 +817,28 @@ class FakeGce:
     def zone_get(self, request: Request, params: dict[str, str]) -> Body:
         return self._zone(params["zone"])
 
+    def _machine_type(self, zone: str, name: str) -> Body:
+        cpus, memory = MACHINE_TYPES[name]
+        return {"kind": "compute#machineType", "id": str(4000 + list(MACHINE_TYPES).index(name)),
+                "name": name, "guestCpus": cpus, "memoryMb": memory, "zone": zone,
+                "selfLink": self._link(f"zones/{zone}/machineTypes/{name}")}  # fmt: skip
+
+    def machine_types_aggregated(self, request: Request, params: dict[str, str]) -> Body:
+        """Each zone's machine types that match the filter, keyed by "zones/<zone>"; a zone with
+        none says so in a warning, as Compute does."""
+        items: Body = {}
+        for zone in ZONES:
+            offered = [self._machine_type(zone, name) for name in MACHINE_TYPES
+                       if zone not in NOT_OFFERED.get(name, ())]  # fmt: skip
+            chosen = [kind for kind in offered if matches(request.query.get("filter", ""), kind)]
+            items[f"zones/{zone}"] = (
+                {"machineTypes": chosen} if chosen else
+                {"warning": {"code": "NO_RESULTS_ON_PAGE",
+                             "message": "There are no results for scope 'zones/" + zone
+                                        + "' on this page."}}
+            )  # fmt: skip
+        return {"kind": "compute#machineTypeAggregatedList", "items": items}
+
     def _image(self, project: str, name: str, *, family: bool) -> Body:
         """A public image of a family (debian-cloud's, ubuntu-os-cloud's), or by its name."""
         families = {(where, image): family for (where, family), image in IMAGES.items()}
@@ -967,6 +1001,9 @@ class FakeGce:
         key, instance = self._new_resource("instances", f"zones/{zone}", instance)
         machine_type = short(str(instance.get("machineType") or ""))
         self._check_name(machine_type, "resource.machineType")
+        if machine_type not in MACHINE_TYPES or zone in NOT_OFFERED.get(machine_type, ()):
+            why = f"Machine type with name '{machine_type}' does not exist in zone '{zone}'."
+            raise invalid_field("resource.machineType", machine_type, why)
         instance["machineType"] = self._link(f"zones/{zone}/machineTypes/{machine_type}")
         instance["disks"] = self._disks(zone, instance["name"], instance.get("disks") or [])
         instance["networkInterfaces"] = self._interfaces(zone, instance.get("networkInterfaces"))

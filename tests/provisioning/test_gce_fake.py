@@ -404,6 +404,31 @@ def test_an_instance_with_an_existing_name_is_a_conflict(client):
         make_instance(client)
 
 
+def test_machine_types_are_listed_per_zone_and_an_instance_needs_one_its_zone_offers(client):
+    request = compute_v1.AggregatedListMachineTypesRequest(
+        project=PROJECT, filter='name = "c3-standard-4"'
+    )
+    listed = dict(client(compute_v1.MachineTypesClient).aggregated_list(request=request))
+    offering = sorted(short(scope) for scope, found in listed.items() if found.machine_types)
+    assert "us-central1-a" in offering and "us-central1-f" not in offering
+    [c3] = listed["zones/us-central1-a"].machine_types
+    assert (c3.name, c3.guest_cpus, c3.memory_mb) == ("c3-standard-4", 4, 16384)
+    assert listed["zones/us-central1-f"].warning.code == "NO_RESULTS_ON_PAGE"
+
+    make_network(client)
+    make_template(client)
+    c3_in_f = compute_v1.Instance(
+        name="vm-c3", machine_type="zones/us-central1-f/machineTypes/c3-standard-4"
+    )
+    with pytest.raises(exceptions.BadRequest, match="does not exist in zone 'us-central1-f'"):
+        client(compute_v1.InstancesClient).insert(
+            request=compute_v1.InsertInstanceRequest(
+                project=PROJECT, zone="us-central1-f", instance_resource=c3_in_f,
+                source_instance_template="global/instanceTemplates/zopday-tpl",
+            )
+        )  # fmt: skip
+
+
 def test_stop_start_and_reset_move_the_instance_through_its_statuses(gce, client):
     gce.configure(step_seconds=0.2)  # time to see each status on the way
     make_network(client)

@@ -220,6 +220,31 @@ def test_an_unknown_region_fails_validate_with_gces_answer(gcp, make_gcp_job):
     )
 
 
+def test_the_vms_go_only_to_zones_that_offer_the_machine_type(gcp, make_gcp_job):
+    # the fake offers c3-standard-4 in us-central1-a, -b and -c, not in -f
+    job = job_run_inline(make_gcp_job(instance_type="c3-standard-4", instance_count=4).pk)
+    assert job.status == JobStatus.READY, job.message
+    lines = [entry["line"] for entry in job.steps.get(name="stepValidate").log]
+    assert (
+        "c3-standard-4 is not offered in us-central1-f: the VMs go to us-central1-a, "
+        "us-central1-b, us-central1-c" in lines
+    )
+    zones = sorted(vm.zone for vm in InfraConfig.from_json(job.config).vms)
+    assert zones == ["us-central1-a", "us-central1-a", "us-central1-b", "us-central1-c"]
+
+
+def test_a_machine_type_no_zone_of_the_region_offers_fails_validate_and_makes_nothing(
+    gcp, make_gcp_job
+):
+    job = job_run_inline(make_gcp_job(region="europe-west1", instance_type="c3-standard-4").pk)
+    assert job.status == JobStatus.FAILED
+    assert job.steps.get(name="stepValidate").message == (
+        "The machine type c3-standard-4 is not offered in any zone of europe-west1: choose "
+        "another machine type or region."
+    )
+    assert ours(gcp, job) == {}
+
+
 def test_gcp_requests_are_checked_field_by_field(gcp_account, project, owner):
     from provisioning.services.jobs import job_create
 
