@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from instances.backends import backend_available, is_local_backend
+from instances.backends import backend_available, backend_named, is_local_backend
 from instances.choices import POWER_TRANSITIONAL, PowerState, Role, RunStrategy
 from instances.errors import ActionRefused
 from instances.models import Instance
@@ -177,11 +177,14 @@ CONSOLE_STATES = (PowerState.RUNNING, PowerState.RESTARTING)
 def _console_backend_check(instance: Instance) -> Allowed:
     if is_local_backend(instance.backend):
         return YES
+    if not backend_available(instance.backend):
+        return Allowed(False, f"Consoles of {instance.backend} instances are not available yet.")
+    channel = backend_named(instance.backend).exec_channel
     return Allowed(
         False,
         f"{instance.backend} instances have no serial, VNC or exec console here: interactive "
-        "access goes only through the cloud's IAM-gated exec channel (SSM), as your own cloud "
-        "identity: the command is on the instance's page.",
+        f"access goes only through the cloud's IAM-gated exec channel ({channel}), as your own "
+        "cloud identity: the command is on the instance's page.",
     )
 
 

@@ -31,6 +31,10 @@ class CloudPrices:
     nat_hourly_base: float  # a NAT gateway's own hour (AWS)
     nat_hourly_per_vm: float  # Cloud NAT bills per VM hour (GCP)
     nat_gb_processed: float
+    # How the review's cost table names each line.
+    disk_label: str
+    lb_label: str
+    nat_label: str
 
 
 PRICES: dict[str, CloudPrices] = {
@@ -51,6 +55,9 @@ PRICES: dict[str, CloudPrices] = {
         nat_hourly_base=0.045,
         nat_hourly_per_vm=0.0,
         nat_gb_processed=0.045,
+        disk_label="EBS gp3",
+        lb_label="Application Load Balancer",
+        nat_label="NAT gateway (hours + data processing)",
     ),
     Provider.GCP: CloudPrices(
         machines={
@@ -69,6 +76,9 @@ PRICES: dict[str, CloudPrices] = {
         nat_hourly_base=0.0,
         nat_hourly_per_vm=0.0014,
         nat_gb_processed=0.045,
+        disk_label="pd-balanced",
+        lb_label="forwarding rule of the load balancer",
+        nat_label="Cloud NAT (per VM hour + data processing)",
     ),
 }
 # The NAT data processing the estimate assumes per VM and month (package updates, images).

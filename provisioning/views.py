@@ -31,7 +31,7 @@ from provisioning.forms import STEP_NAMES, STEPS, CloudAccountForm, HealthCheckF
 from provisioning.infra import InfraConfig
 from provisioning.models import CloudAccount, ProvisioningJob
 from provisioning.pipeline import LB_STEPS, steps_for
-from provisioning.prices import estimate
+from provisioning.prices import estimate, prices_for
 from provisioning.services import jobs
 from provisioning.services.accounts import account_check, account_create
 
@@ -261,6 +261,7 @@ def _review(request: AuthedRequest, project: Project, draft: dict[str, Any]) -> 
         "review",
         {"config": config, "account": account, "name": draft["values"]["name"],
          "plan": _plan(config), "steps": steps_for("provision", config), "cost": cost,
+         "prices": prices_for(config.provider),
          "errors": errors, "lb_steps": LB_STEPS},
     )  # fmt: skip
 

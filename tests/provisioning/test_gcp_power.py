@@ -5,7 +5,8 @@ per-VM lifecycle state follow."""
 import pytest
 from google.cloud import compute_v1
 
-from instances.choices import PowerState
+from instances import actions
+from instances.choices import PowerState, Role
 from instances.models import AuditEvent
 from instances.services import power
 from provisioning.choices import JobStatus
@@ -80,6 +81,9 @@ def test_the_instance_page_shows_the_vm_and_the_iap_shell_command(landed, client
         "--tunnel-through-iap"
     )
     assert f'Shell (OS Login, as your Google identity): <span class="mono">{command}</span>' in html
+    # the console pages say which channel instead, and refuse
+    refused = actions.console(first, Role.VIEWER)
+    assert not refused and "IAM-gated exec channel (OS Login)" in refused.reason
 
 
 def test_a_vm_deleted_outside_the_console_is_failed_with_the_reason(gcp, landed, api_for):

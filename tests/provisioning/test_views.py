@@ -267,6 +267,9 @@ def test_the_wizard_offers_gcps_regions_and_machine_types_and_lands_a_gcp_job(
     assert "Cloud Router with Cloud NAT (egress only)" in review
     assert "port 22 from IAP&#x27;s proxies" in review
     assert "2 instance(s), spread over the region&#x27;s zones" in review
+    assert "Storage (pd-balanced, 20 GB each)" in review
+    assert "Cloud NAT (per VM hour + data processing)" in review
+    assert "gp3" not in review and "NAT gateway" not in review
     assert client.post(url("review"), {"action": "create"}).status_code == 302
     job = ProvisioningJob.objects.get()
     assert (job.provider, job.region, job.steps.count()) == ("gcp", "us-central1", 7)
