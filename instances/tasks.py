@@ -113,6 +113,12 @@ def disk_snapshot(snapshot_id: int) -> None:
     snapshot_work.disk_snapshot(snapshot_id)
 
 
+@shared_task(name="instances.instance_snapshot", base=DeviceTask, retry_backoff_factor=30)
+def instance_snapshot(snapshot_ids: list[int]) -> None:
+    """The snapshots of one name of an instance's disks, taken together."""
+    snapshot_work.snapshots_take(snapshot_ids)
+
+
 @shared_task(name="instances.disk_snapshot_delete", base=DeviceTask, retry_backoff_factor=30)
 def disk_snapshot_delete(snapshot_id: int) -> None:
     snapshot_work.disk_snapshot_delete(snapshot_id)

@@ -1,4 +1,5 @@
-"""Disks of a project: create, attach, detach, resize; snapshots: take, list, revert, delete."""
+"""Disks of a project: create, attach, detach, resize; snapshots of a disk or of all of an
+instance's disks at once: take, list, revert, delete."""
 
 from django.http import Http404, HttpRequest
 from ninja import Router
@@ -19,7 +20,7 @@ from instances.api.schemas import (
     SnapshotRevertIn,
 )
 from instances.choices import Role
-from instances.models import Disk, DiskSnapshot
+from instances.models import Disk, DiskSnapshot, Instance
 from instances.selectors import chosen
 from instances.services import snapshots, storage
 
@@ -100,6 +101,23 @@ def disk_snapshot(request: HttpRequest, slug: Slug, disk_id: Id, payload: Snapsh
     disk = object_for(Disk, request, slug, disk_id, Role.OPERATOR)
     snapshot = snapshots.disk_snapshot(disk=disk, actor=request_user(request), name=payload.name)
     return Status(201, snapshot)
+
+
+@router.post(
+    "/projects/{slug}/instances/{instance_id}/snapshots",
+    response={201: list[SnapshotOut], **REFUSALS},
+)
+def instance_snapshot(
+    request: HttpRequest, slug: Slug, instance_id: Id, payload: SnapshotIn
+) -> Status:
+    """An instance snapshot: a snapshot of that name on every root and secondary disk, taken
+    together under one freeze of the guest's filesystems when it runs, so the disks agree. Each
+    disk's snapshot is then its own (revert, delete) under /disks/{disk_id}/snapshots."""
+    instance = object_for(Instance, request, slug, instance_id, Role.OPERATOR)
+    taken = snapshots.instance_snapshot(
+        instance=instance, actor=request_user(request), name=payload.name
+    )
+    return Status(201, taken)
 
 
 @router.delete(

@@ -6,6 +6,7 @@ can help.
 """
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -131,6 +132,9 @@ class GuestFacts:
 
 class Backend(Protocol):
     name: str
+    # How users reach a shell of the machine when not through the console's own consoles: a
+    # cloud's IAM-gated channel ("SSM", "OS Login"); "" when the console's consoles do it.
+    exec_channel: str
 
     def define(self, spec: MachineSpec) -> None:
         """Prepare everything the machine needs to start (run folder, disks, seed). Idempotent."""
@@ -173,9 +177,12 @@ class Backend(Protocol):
 
     def resize_disk(self, spec: MachineSpec, disk: DiskSpec) -> None: ...
 
-    def snapshot_disk(self, machine_id: str, disk_name: str, snapshot_name: str) -> bool:
-        """A snapshot; when running, the guest's filesystems are frozen around it if the guest
-        can (its agent answers). True when they were."""
+    def snapshot_disks(
+        self, machine_id: str, disk_names: Sequence[str], snapshot_name: str
+    ) -> bool:
+        """Snapshots of the disks under one name, taken together (all or none); when running,
+        the guest's filesystems are frozen once around them if the guest can (its agent
+        answers). True when they were."""
 
     def delete_snapshot(self, machine_id: str, disk_name: str, snapshot_name: str) -> None:
         """Remove a snapshot from the disk; one the disk does not hold is gone already."""

@@ -308,12 +308,17 @@ DEVICE_WORK: dict[str, tuple[type[Disk] | type[NetworkInterface], str]] = {
 }
 
 
-def device_task_failed(task_name: str, object_id: int, message: str) -> None:
+def device_task_failed(task_name: str, object_id: int | list[int], message: str) -> None:
     """A device task failed for good: its instance's events say what did not happen and why
-    (a snapshot says so too). Work on a deleted instance's files leaves the log alone."""
+    (a snapshot says so too; an instance snapshot's are each given by id). Work on a deleted
+    instance's files leaves the log alone."""
     if task_name in snapshot_work.TASK_STATES:
-        snapshot_work.snapshot_failed(object_id, snapshot_work.TASK_STATES[task_name], message)
+        for snapshot_id in object_id if isinstance(object_id, list) else [object_id]:
+            snapshot_work.snapshot_failed(
+                snapshot_id, snapshot_work.TASK_STATES[task_name], message
+            )
         return
+    assert isinstance(object_id, int)
     if task_name not in DEVICE_WORK:
         return
     model, work = DEVICE_WORK[task_name]

@@ -30,11 +30,26 @@ WORK: dict[str, tuple[str, str]] = {
 
 def disk_snapshot(snapshot_id: int) -> None:
     """Take the snapshot; it is consistent when the guest froze its filesystems for it."""
-    if (work := _work(snapshot_id, SnapshotState.TAKING)) is None:
+    snapshots_take([snapshot_id])
+
+
+def snapshots_take(snapshot_ids: list[int]) -> None:
+    """Take snapshots of one name on disks of one instance together, under one freeze (an
+    instance snapshot): all of them or none. Those no longer taking are left alone; one whose
+    disk was detached meanwhile fails, saying so."""
+    rows = DiskSnapshot.objects.select_related("disk__instance")
+    taking = list(rows.filter(pk__in=snapshot_ids, state=SnapshotState.TAKING).order_by("pk"))
+    for snapshot in [s for s in taking if s.disk.instance is None]:
+        snapshot_failed(snapshot.pk, SnapshotState.TAKING, "The disk was detached first.")
+    taking = [s for s in taking if s.disk.instance is not None]
+    if not taking:
         return
-    snapshot, machine_id, backend = work
-    frozen = backend.snapshot_disk(machine_id, snapshot.disk.device_name, snapshot.name)
-    _settle(snapshot_id, SnapshotState.TAKING).update(
+    instance = taking[0].disk.instance
+    assert instance is not None
+    frozen = backend_named(instance.backend).snapshot_disks(
+        instance.machine_id, [s.disk.device_name for s in taking], taking[0].name
+    )
+    DiskSnapshot.objects.filter(pk__in=[s.pk for s in taking], state=SnapshotState.TAKING).update(
         state=SnapshotState.READY, consistent=frozen, state_changed_at=timezone.now()
     )
 
@@ -62,6 +77,7 @@ def disk_snapshot_delete(snapshot_id: int) -> None:
 
 TASK_STATES = {
     "instances.disk_snapshot": SnapshotState.TAKING,
+    "instances.instance_snapshot": SnapshotState.TAKING,
     "instances.disk_snapshot_revert": SnapshotState.REVERTING,
     "instances.disk_snapshot_delete": SnapshotState.DELETING,
 }

@@ -20,6 +20,7 @@ from instances.services.audit import audit_record
 from instances.services.queueing import enqueue_host_task
 from instances.validators import validate_dns_label
 
+SNAPSHOT_ROLES = (DiskRole.ROOT, DiskRole.SECONDARY)
 BUSY: dict[str, str] = {
     SnapshotState.TAKING: "is being taken",
     SnapshotState.REVERTING: "is being reverted to",
@@ -33,34 +34,62 @@ def disk_snapshot(*, disk: Disk, actor: AbstractBaseUser, name: str) -> DiskSnap
     if disk.instance is None:
         raise ActionRefused("Attach the disk to an instance to snapshot it.")
     actions.require(actions.configure(disk.instance, project_role(actor, disk.project)))
-    if disk.role not in (DiskRole.ROOT, DiskRole.SECONDARY):
+    if disk.role not in SNAPSHOT_ROLES:
         raise ValidationError({"disk": "Only root and secondary disks have snapshots."})
+    _check_name(name)
+    with transaction.atomic():
+        snapshot = _reserve(disk, name)
+        audit_record(actor=actor, action="disk.snapshot", project=disk.project, target=snapshot)
+        enqueue_host_task(disk.instance, "instances.disk_snapshot", snapshot.pk)
+    return snapshot
+
+
+def instance_snapshot(
+    *, instance: Instance, actor: AbstractBaseUser, name: str
+) -> list[DiskSnapshot]:
+    """Snapshot every root and secondary disk of the instance under one name, together: one
+    freeze of the guest's filesystems around all of them when it runs, so they agree with each
+    other. The name must be free on every disk (or a failed snapshot's there, which retries it)."""
+    actions.require(actions.configure(instance, project_role(actor, instance.project)))
+    _check_name(name)
+    disks = list(instance.disks.filter(role__in=SNAPSHOT_ROLES).order_by("pk"))
+    if not disks:
+        raise ValidationError({"name": "The instance has no root or secondary disk to snapshot."})
+    with transaction.atomic():
+        taken = [_reserve(disk, name) for disk in disks]
+        audit_record(
+            actor=actor, action="instance.snapshot", project=instance.project, target=instance,
+            message=f"Snapshot {name} of {', '.join(disk.name for disk in disks)}",
+        )  # fmt: skip
+        enqueue_host_task(instance, "instances.instance_snapshot", [s.pk for s in taken])
+    return taken
+
+
+def _check_name(name: str) -> None:
     try:
         validate_dns_label(name)
     except ValidationError as error:
         raise ValidationError({"name": error.messages}) from None
+
+
+def _reserve(disk: Disk, name: str) -> DiskSnapshot:
+    """The disk's new snapshot of that name, taking; or its failed one of that name, taking
+    again. Inside the caller's transaction."""
     taken = ValidationError({"name": f"{disk.name} already has a snapshot called {name}."})
     now = timezone.now()
-    with transaction.atomic():
-        failed = disk.snapshots.filter(name=name, state=SnapshotState.FAILED)
-        if failed.update(
-            state=SnapshotState.TAKING, message="", created_at=now, state_changed_at=now
-        ):
-            snapshot = disk.snapshots.get(name=name)
-        elif existing := disk.snapshots.filter(name=name).first():
-            if existing.state in BUSY:
-                busy = f"{disk.name} already has a snapshot called {name}; it "
-                raise ValidationError({"name": busy + f"{BUSY[existing.state]}."})
-            raise taken
-        else:
-            try:  # the same name asked for twice at once: the unique constraint picks one
-                with transaction.atomic():
-                    snapshot = DiskSnapshot.objects.create(disk=disk, name=name)
-            except IntegrityError:
-                raise taken from None
-        audit_record(actor=actor, action="disk.snapshot", project=disk.project, target=snapshot)
-        enqueue_host_task(disk.instance, "instances.disk_snapshot", snapshot.pk)
-    return snapshot
+    failed = disk.snapshots.filter(name=name, state=SnapshotState.FAILED)
+    if failed.update(state=SnapshotState.TAKING, message="", created_at=now, state_changed_at=now):
+        return disk.snapshots.get(name=name)
+    if existing := disk.snapshots.filter(name=name).first():
+        if existing.state in BUSY:
+            busy = f"{disk.name} already has a snapshot called {name}; it "
+            raise ValidationError({"name": busy + f"{BUSY[existing.state]}."})
+        raise taken
+    try:  # the same name asked for twice at once: the unique constraint picks one
+        with transaction.atomic():
+            return DiskSnapshot.objects.create(disk=disk, name=name)
+    except IntegrityError:
+        raise taken from None
 
 
 def disk_snapshot_revert(

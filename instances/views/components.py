@@ -137,6 +137,10 @@ def disk_action(request: AuthedRequest, project_slug: str, pk: int, action: str)
         name = request.POST.get("name", "").strip()
         snapshots.disk_snapshot(disk=disk(), actor=user, name=name)
 
+    def snapshot_all() -> None:
+        name = request.POST.get("name", "").strip()
+        snapshots.instance_snapshot(instance=instance, actor=user, name=name)
+
     def snapshot_chosen() -> DiskSnapshot:
         rows = DiskSnapshot.objects.filter(disk__in=instance.disks.all()).select_related("disk")
         return _chosen(rows, request, "snapshot", "a snapshot")
@@ -157,6 +161,7 @@ def disk_action(request: AuthedRequest, project_slug: str, pk: int, action: str)
         "detach": ("Disk detached.", detach),
         "resize": ("Disk resized.", resize),
         "snapshot": ("Snapshot requested.", snapshot),
+        "snapshot-all": ("Snapshots of every disk requested, taken together.", snapshot_all),
         "delete-snapshot": ("Snapshot deletion requested.", delete_snapshot),
         "revert": ("Revert requested.", revert),
         "insert": ("Media inserted.", insert),

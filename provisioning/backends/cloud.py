@@ -14,7 +14,7 @@ says so.
 """
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -304,7 +304,9 @@ class CloudVmBackend:
     def resize_disk(self, spec: MachineSpec, disk: DiskSpec) -> None:
         raise self._unsupported("Disks")
 
-    def snapshot_disk(self, machine_id: str, disk_name: str, snapshot_name: str) -> bool:
+    def snapshot_disks(
+        self, machine_id: str, disk_names: Sequence[str], snapshot_name: str
+    ) -> bool:
         raise self._unsupported("Disk snapshots")
 
     def delete_snapshot(self, machine_id: str, disk_name: str, snapshot_name: str) -> None:

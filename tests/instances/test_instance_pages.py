@@ -354,6 +354,21 @@ def test_the_storage_tab_shows_each_snapshots_state_and_retries_a_failed_one(
     assert (retried.state, retried.message) == (SnapshotState.TAKING, "")
 
 
+def test_every_disk_is_snapshotted_at_once_from_the_storage_tab(
+    client_for, instance, project, django_capture_on_commit_callbacks
+):
+    url = reverse("instance-detail", args=[project.slug, instance.pk]) + "?tab=storage"
+    assert ">Snapshot all disks</button>" in client_for("operator").get(url).text
+    assert ">Snapshot all disks</button>" not in client_for("viewer").get(url).text
+    action = reverse("instance-disk-action", args=[project.slug, instance.pk, "snapshot-all"])
+    with django_capture_on_commit_callbacks() as callbacks:
+        page = client_for("operator").post(action, {"name": "nightly"}, follow=True).text
+    assert len(callbacks) == 1 and "Snapshots of every disk requested" in page
+    assert DiskSnapshot.objects.get().name == "nightly"
+    page = client_for("operator").post(action, {"name": "nightly"}, follow=True).text
+    assert "web-1-root already has a snapshot called nightly; it is being taken." in page
+
+
 def test_a_snapshot_is_deleted_from_the_storage_tab(
     client_for, instance, project, django_capture_on_commit_callbacks
 ):

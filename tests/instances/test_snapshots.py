@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from instances import backends, tasks
 from instances.backends.base import BackendError
-from instances.choices import Outcome, PowerState, SnapshotState
+from instances.choices import DiskBus, DiskRole, Outcome, PowerState, SnapshotState
 from instances.errors import ActionRefused
 from instances.models import AuditEvent, Disk, DiskSnapshot, Instance
 from instances.services import power, snapshot_work, snapshots
@@ -27,6 +27,7 @@ class SnapshottingBackend:
     def __init__(self, answer: object) -> None:
         self.answer = answer
         self.calls = 0
+        self.taken: list[tuple[tuple[str, ...], str]] = []
 
     def _answer(self) -> object:
         self.calls += 1
@@ -34,7 +35,8 @@ class SnapshottingBackend:
             raise self.answer
         return self.answer
 
-    def snapshot_disk(self, machine_id: str, disk_name: str, snapshot_name: str) -> bool:
+    def snapshot_disks(self, machine_id: str, disk_names: list[str], snapshot_name: str) -> bool:
+        self.taken.append((tuple(disk_names), snapshot_name))
         return bool(self._answer())
 
     def revert_snapshot(self, machine_id: str, disk_name: str, snapshot_name: str) -> int:
@@ -358,3 +360,83 @@ def test_a_snapshot_being_worked_on_cannot_be_deleted_or_taken_anew(
     }
     assert state_of(snapshot)[0] == state
     assert not AuditEvent.objects.filter(action__startswith="disk.snapshot").exists()
+
+
+# ---- instance snapshots: every disk at once ------------------------------------------------------
+
+
+@pytest.fixture
+def disks_of(on_backend, monkeypatch):
+    """disks_of(answer) -> (backend, an instance with a root, a secondary disk and a CD-ROM)."""
+    monkeypatch.setattr(backends, "LOCAL_BACKENDS", frozenset({"snapshotting"}))
+
+    def make(answer: object) -> tuple[SnapshottingBackend, Instance]:
+        backend = SnapshottingBackend(answer)
+        instance = on_backend(backend, power_state=PowerState.RUNNING)
+        for name, role in (("web-1-data", DiskRole.SECONDARY), ("web-1-cd", DiskRole.CDROM)):
+            Disk.objects.create(
+                project=instance.project, zone=instance.zone, instance=instance, name=name,
+                role=role, bus=DiskBus.SATA,
+            )  # fmt: skip
+        return backend, instance
+
+    return make
+
+
+@pytest.mark.django_db
+def test_an_instance_snapshot_takes_its_root_and_secondary_disks_together(
+    disks_of, operator, django_capture_on_commit_callbacks
+):
+    backend, instance = disks_of(True)
+    with django_capture_on_commit_callbacks() as callbacks:
+        taken = snapshots.instance_snapshot(instance=instance, actor=operator, name="nightly")
+    assert len(callbacks) == 1  # one task for every disk
+    assert sorted(s.disk.name for s in taken) == ["web-1-data", "web-1-root"]
+    snapshot_work.snapshots_take([s.pk for s in taken])
+    root, data = (instance.disks.get(name=name) for name in ("web-1-root", "web-1-data"))
+    # one call for both, under one freeze
+    assert backend.taken == [((root.device_name, data.device_name), "nightly")]
+    for snapshot in taken:
+        snapshot.refresh_from_db()
+        assert (snapshot.state, snapshot.consistent) == (SnapshotState.READY, True)
+    assert not instance.disks.get(name="web-1-cd").snapshots.exists()
+    event = AuditEvent.objects.get(action="instance.snapshot")
+    assert event.message == "Snapshot nightly of web-1-root, web-1-data"
+
+
+@pytest.mark.django_db
+def test_an_instance_snapshot_whose_name_one_disk_has_makes_nothing(disks_of, operator):
+    _, instance = disks_of(True)
+    data = instance.disks.get(name="web-1-data")
+    DiskSnapshot.objects.create(disk=data, name="nightly", state=SnapshotState.READY)
+    with pytest.raises(ValidationError, match="web-1-data already has a snapshot called nightly"):
+        snapshots.instance_snapshot(instance=instance, actor=operator, name="nightly")
+    assert DiskSnapshot.objects.count() == 1  # none on the root disk either
+    with pytest.raises(ValidationError, match="lowercase"):
+        snapshots.instance_snapshot(instance=instance, actor=operator, name="Not OK")
+    assert not AuditEvent.objects.filter(action="instance.snapshot").exists()
+
+
+@pytest.mark.django_db(transaction=True)  # the task's end closes the connection, as in a worker
+def test_an_instance_snapshot_that_fails_fails_on_every_disk_and_a_retry_takes_them(
+    disks_of, operator
+):
+    backend, instance = disks_of(BackendError(NO_SPACE))
+    taken = snapshots.instance_snapshot(instance=instance, actor=operator, name="nightly")
+    assert tasks.instance_snapshot.apply(args=[[s.pk for s in taken]]).failed()
+    assert [state_of(s) for s in taken] == [(SnapshotState.FAILED, NO_SPACE)] * 2
+    assert AuditEvent.objects.filter(action="disk.snapshot", outcome=Outcome.FAILURE).count() == 2
+
+    backend.answer = False
+    again = snapshots.instance_snapshot(instance=instance, actor=operator, name="nightly")
+    assert sorted(s.pk for s in again) == sorted(s.pk for s in taken)
+    tasks.instance_snapshot.apply(args=[[s.pk for s in again]])
+    assert [state_of(s) for s in again] == [(SnapshotState.READY, "")] * 2
+
+
+@pytest.mark.django_db
+def test_viewers_cannot_snapshot_an_instance(disks_of, viewer):
+    _, instance = disks_of(True)
+    with pytest.raises(ActionRefused):
+        snapshots.instance_snapshot(instance=instance, actor=viewer, name="nightly")
+    assert not DiskSnapshot.objects.exists()

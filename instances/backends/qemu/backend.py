@@ -27,6 +27,7 @@ import dataclasses
 import re
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,7 @@ class QemuBackend:
     """
 
     name = "qemu"
+    exec_channel = ""  # the console's own serial, VNC and exec consoles
 
     def __init__(
         self,
@@ -403,19 +405,23 @@ class QemuBackend:
             else:
                 self.qemu_img.resize(path, disk.size_gb)
 
-    def snapshot_disk(self, machine_id: str, disk_name: str, snapshot_name: str) -> bool:
-        """An internal qcow2 snapshot; when running, inside a guest fsfreeze (always thawed) if
-        the guest has an agent, else as a crash would leave the disk. Whether it was frozen.
+    def snapshot_disks(
+        self, machine_id: str, disk_names: Sequence[str], snapshot_name: str
+    ) -> bool:
+        """Internal qcow2 snapshots of the disks under one name. When running: one QMP
+        transaction (all of them or none), inside one guest fsfreeze (always thawed) if the
+        guest has an agent, else as a crash would leave the disks. Whether it was frozen.
 
-        Safe to retry: a snapshot an earlier attempt took (its answer lost to a timeout) counts
+        Safe to retry: snapshots an earlier attempt took (its answer lost to a timeout) count
         as taken, and a freeze it left behind is thawed. One snapshot at a time per machine, so
         one's thaw never ends another's freeze."""
         run = self._run_folder(machine_id)
-        path = self._disk_file(run, disk_name)
+        paths = [self._disk_file(run, disk_name) for disk_name in disk_names]
         with run.lock():  # a start waits for qemu-img
             if self._settle(run).power is Power.STOPPED:
-                if snapshot_name not in self.qemu_img.snapshots(path):
-                    self.qemu_img.snapshot(path, snapshot_name)
+                for path in paths:
+                    if snapshot_name not in self.qemu_img.snapshots(path):
+                        self.qemu_img.snapshot(path, snapshot_name)
                 return False
         with run.lock("snapshot.lock"):
             monitor = self._monitor(run)
@@ -431,13 +437,21 @@ class QemuBackend:
                 else:
                     if frozen_before:  # an earlier attempt's; if it cannot be thawed, retry
                         agent.thaw()
-            if snapshot_name in self._node_snapshots(monitor, disk_name):
+            held = self._node_snapshots(monitor, disk_names)
+            missing = [name for name in disk_names if snapshot_name not in held[name]]
+            if not missing:
                 return False
             frozen = has_agent and _freeze(agent)
+            actions = [
+                {
+                    "type": "blockdev-snapshot-internal-sync",
+                    "data": {"device": node_name(name), "name": snapshot_name},
+                }
+                for name in missing
+            ]
             try:
                 Monitor(run.qmp_socket, timeout=SNAPSHOT_TIMEOUT).execute(
-                    "blockdev-snapshot-internal-sync",
-                    {"device": node_name(disk_name), "name": snapshot_name},
+                    "transaction", {"actions": actions}
                 )
             finally:
                 if frozen:
@@ -455,7 +469,7 @@ class QemuBackend:
                     self.qemu_img.delete_snapshot(path, snapshot_name)
                 return
         with run.lock("snapshot.lock"):
-            if snapshot_name in self._node_snapshots(self._monitor(run), disk_name):
+            if snapshot_name in self._node_snapshots(self._monitor(run), [disk_name])[disk_name]:
                 Monitor(run.qmp_socket, timeout=SNAPSHOT_TIMEOUT).execute(
                     "blockdev-snapshot-delete-internal-sync",
                     {"device": node_name(disk_name), "name": snapshot_name},
@@ -697,12 +711,16 @@ class QemuBackend:
             time.sleep(0.1)
         return True
 
-    def _node_snapshots(self, monitor: Monitor, disk_name: str) -> set[str]:
-        """The names of the internal snapshots a running machine's disk holds."""
-        for node in monitor.execute("query-named-block-nodes"):
-            if node.get("node-name") == node_name(disk_name):
-                return {snapshot["name"] for snapshot in node["image"].get("snapshots", [])}
-        raise BackendError(f"Machine {monitor.socket_path.parent.name} has no disk {disk_name}.")
+    def _node_snapshots(self, monitor: Monitor, disk_names: Sequence[str]) -> dict[str, set[str]]:
+        """The names of the internal snapshots each of a running machine's disks holds."""
+        nodes = {node.get("node-name"): node for node in monitor.execute("query-named-block-nodes")}
+        held = {}
+        for disk_name in disk_names:
+            if (node := nodes.get(node_name(disk_name))) is None:
+                machine = monitor.socket_path.parent.name
+                raise BackendError(f"Machine {machine} has no disk {disk_name}.")
+            held[disk_name] = {snapshot["name"] for snapshot in node["image"].get("snapshots", [])}
+        return held
 
     def _free_root_port(self, monitor: Monitor) -> str:
         for bus in monitor.execute("query-pci"):

@@ -134,6 +134,26 @@ def test_an_attached_disk_is_snapshotted_once_per_name(
     assert DiskSnapshot.objects.count() == 1
 
 
+def test_an_instance_snapshot_takes_every_disk_under_one_name(
+    api_for, instance, free_disk, django_capture_on_commit_callbacks
+):
+    api_for("operator").post(f"/projects/alpha/disks/{free_disk['id']}/attach",
+                             {"instance": instance.pk})  # fmt: skip
+    url = f"/projects/alpha/instances/{instance.pk}/snapshots"
+    assert api_for("viewer").post(url, {"name": "nightly"}).status_code == 403
+    with django_capture_on_commit_callbacks() as callbacks:
+        response = api_for("operator").post(url, {"name": "nightly"})
+    assert response.status_code == 201 and len(callbacks) == 1  # one task for both disks
+    assert sorted(s["disk"] for s in response.json()) == sorted(
+        instance.disks.values_list("pk", flat=True)
+    )
+    assert {s["state"] for s in response.json()} == {"taking"}
+    assert errors_of(api_for("operator").post(url, {"name": "Nightly!"}))["name"][0].startswith(
+        "Use 1-63 lowercase letters"
+    )
+    assert DiskSnapshot.objects.count() == 2
+
+
 def test_a_disks_snapshots_list_their_state_and_a_failed_one_is_retried_by_name(
     api_for, instance, django_capture_on_commit_callbacks
 ):

@@ -334,7 +334,7 @@ def test_a_snapshot_of_a_running_disk_is_taken_inside_an_fsfreeze_and_deleted_by
         return frozen
 
     monkeypatch.setattr(GuestAgent, "freeze", freeze_and_look)
-    assert backend.snapshot_disk("alpha", "disk-1", "before-upgrade") is True
+    assert backend.snapshot_disks("alpha", ["disk-1"], "before-upgrade") is True
     assert seen_while_frozen == [(1, "frozen")]  # /data, the one disk-backed filesystem
     assert backend.qemu_img.snapshots(backend.root / "disks" / "disk-1.qcow2") == ["before-upgrade"]
     assert GuestAgent(backend.root / "alpha" / "qga.sock").freeze_status() == "thawed"
@@ -343,13 +343,44 @@ def test_a_snapshot_of_a_running_disk_is_taken_inside_an_fsfreeze_and_deleted_by
     # a retry of an attempt that took the snapshot, its answer lost, and left the guest frozen
     agent = GuestAgent(backend.root / "alpha" / "qga.sock")
     real_freeze(agent)
-    assert backend.snapshot_disk("alpha", "disk-1", "before-upgrade") is False
+    assert backend.snapshot_disks("alpha", ["disk-1"], "before-upgrade") is False
     assert agent.freeze_status() == "thawed"
     assert backend.qemu_img.snapshots(backend.root / "disks" / "disk-1.qcow2") == ["before-upgrade"]
 
     backend.delete_snapshot("alpha", "disk-1", "before-upgrade")  # by QEMU, as it runs
     assert backend.qemu_img.snapshots(backend.root / "disks" / "disk-1.qcow2") == []
     backend.delete_snapshot("alpha", "disk-1", "before-upgrade")  # gone already
+
+
+def test_the_disks_of_a_running_machine_are_snapshotted_together_under_one_freeze(
+    backend, fleet, monkeypatch
+):
+    wait_for_prompt(backend, "alpha")
+    backend.attach_disk(ALPHA, DiskSpec("disk-8", "secondary", "virtio", size_gb=1))
+    freezes = []
+    real_freeze = GuestAgent.freeze
+
+    def counted(agent: GuestAgent) -> int:
+        freezes.append(agent.freeze_status())
+        return real_freeze(agent)
+
+    monkeypatch.setattr(GuestAgent, "freeze", counted)
+    try:
+        assert backend.snapshot_disks("alpha", ["disk-1", "disk-8"], "together") is True
+        assert freezes == ["thawed"]  # one freeze for both
+        for disk in ("disk-1", "disk-8"):
+            path = backend.root / "disks" / f"{disk}.qcow2"
+            assert "together" in backend.qemu_img.snapshots(path)
+        assert GuestAgent(backend.root / "alpha" / "qga.sock").freeze_status() == "thawed"
+        # all or none: a disk the machine does not have stops it before anything is taken
+        with pytest.raises(BackendError, match="has no disk disk-7"):
+            backend.snapshot_disks("alpha", ["disk-1", "disk-7"], "half")
+        assert "half" not in backend.qemu_img.snapshots(backend.root / "disks" / "disk-1.qcow2")
+        assert freezes == ["thawed"]
+        for disk in ("disk-1", "disk-8"):
+            backend.delete_snapshot("alpha", disk, "together")
+    finally:
+        backend.detach_disk("alpha", "disk-8")
 
 
 def test_a_virtio_disk_is_hot_plugged_grown_and_unplugged_while_running(backend, fleet):
@@ -409,7 +440,7 @@ def test_restart_of_a_guest_without_an_agent_resets_it_at_once(backend, fleet):
         assert time.monotonic() < deadline, "the guest agent never stopped"
         time.sleep(0.2)
     asked = time.monotonic()
-    assert backend.snapshot_disk("alpha", "disk-1", "without-agent") is False  # unfrozen
+    assert backend.snapshot_disks("alpha", ["disk-1"], "without-agent") is False  # unfrozen
     assert time.monotonic() - asked < backend.agent_timeout
     assert "without-agent" in backend.qemu_img.snapshots(backend.root / "disks" / "disk-1.qcow2")
     offset = backend.serial_log("alpha").stat().st_size

@@ -586,12 +586,17 @@ def test_a_stopped_machines_snapshot_is_taken_and_deleted_with_qemu_img(short_di
     backend.attach_disk(machine, DiskSpec("disk-3", "secondary", "virtio", size_gb=1))
     disk = short_dir / "disks" / "disk-3.qcow2"
 
-    assert backend.snapshot_disk("i-1", "disk-3", "nightly") is False  # no guest to freeze
-    assert backend.snapshot_disk("i-1", "disk-3", "weekly") is False
+    assert backend.snapshot_disks("i-1", ["disk-3"], "nightly") is False  # no guest to freeze
+    assert backend.snapshot_disks("i-1", ["disk-3"], "weekly") is False
     backend.delete_snapshot("i-1", "disk-3", "nightly")
     assert backend.qemu_img.snapshots(disk) == ["weekly"]
     backend.delete_snapshot("i-1", "disk-3", "nightly")  # gone already: nothing to do
     assert backend.qemu_img.snapshots(disk) == ["weekly"]
+
+    backend.attach_disk(machine, DiskSpec("disk-4", "secondary", "sata", size_gb=1))
+    assert backend.snapshot_disks("i-1", ["disk-3", "disk-4"], "weekly") is False  # disk-3 has it
+    assert backend.qemu_img.snapshots(disk) == ["weekly"]
+    assert backend.qemu_img.snapshots(short_dir / "disks" / "disk-4.qcow2") == ["weekly"]
 
 
 def test_a_stopped_machines_disk_is_reverted_to_a_snapshot_with_qemu_img(short_dir):
@@ -607,7 +612,7 @@ def test_a_stopped_machines_disk_is_reverted_to_a_snapshot_with_qemu_img(short_d
         return subprocess.run(argv, check=True, capture_output=True, text=True).stdout
 
     qemu_io("write -P 0x11 0 64k")
-    backend.snapshot_disk("i-1", "disk-3", "before-upgrade")
+    backend.snapshot_disks("i-1", ["disk-3"], "before-upgrade")
     qemu_io("write -P 0x22 0 64k")  # the upgrade
     backend.resize_disk(machine, DiskSpec("disk-3", "secondary", "virtio", size_gb=2))
     assert backend.revert_snapshot("i-1", "disk-3", "before-upgrade") == 1  # its size then
