@@ -57,7 +57,10 @@ from instances.views.consoles import console_links
 from instances.views.polling import digest, poll_url, still_shown
 
 PAGE_SIZE = 50
-TABS = ("overview", "storage", "networking", "user-data", "events")
+TABS = ("overview", "storage", "networking", "events")
+# Views inside a tab, each at its own ?tab= value: the seed's Storage > UserData.
+SUB_VIEWS = {"storage": (("storage", "Disks"), ("user-data", "UserData"))}
+TAB_OF = {view: tab for tab, views in SUB_VIEWS.items() for view, _ in views}
 
 
 @dataclass(frozen=True)
@@ -262,7 +265,7 @@ def instance_form_row(request: AuthedRequest, project_slug: str, kind: str) -> H
 def instance_detail(request: AuthedRequest, project_slug: str, pk: int) -> HttpResponse:
     instance, role = instance_for_user(request.user, project_slug, pk)
     tab = request.GET.get("tab", "overview")
-    if tab not in TABS:
+    if tab not in TABS and tab not in TAB_OF:
         tab = "overview"
     context = detail_context(instance, role, tab)
     template = "instances/instance_detail.html"
@@ -290,6 +293,8 @@ def detail_context(instance: Instance, role: Role, tab: str) -> dict[str, object
         "allowed": allowed,
         "tab": tab,
         "tabs": TABS,
+        "current_tab": TAB_OF.get(tab, tab),
+        "sub_views": SUB_VIEWS.get(TAB_OF.get(tab, tab), ()),
         "run_strategies": RunStrategy.choices,
         "power_buttons": [
             {

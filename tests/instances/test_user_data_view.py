@@ -1,4 +1,4 @@
-"""The User data tab: admins read it as written; everyone else reads it with its credentials
+"""Storage > UserData: admins read it as written; everyone else reads it with its credentials
 hidden, whether the product generated it or the user wrote it."""
 
 import re
@@ -159,3 +159,16 @@ def test_only_admins_read_custom_user_data_as_written(client_for, project, opera
         assert not [secret for secret in SECRETS if secret in page], role
         assert "Passwords, tokens and private keys are hidden" in page
         assert "deploy:••••••••" in page and "nginx" in page
+
+
+def test_the_user_data_is_a_view_of_the_storage_tab(client_for, project, operator, subnet):
+    instance = instance_create(project=project, actor=operator, request=instance_request(subnet))
+    detail = reverse("instance-detail", args=[project.slug, instance.pk])
+    storage = client_for("viewer").get(detail + "?tab=storage").text
+    assert re.search(r'<nav class="tabs"(?:(?!</nav>).)*>Storage</a>', storage, re.S)
+    assert ">User data<" not in storage  # no tab of its own
+    assert f'href="{detail}?tab=user-data"' in storage and ">UserData</a>" in storage
+    page = client_for("viewer").get(detail + "?tab=user-data").text
+    current = re.findall(r'aria-current="page">(\w+)</a>', page)
+    assert current[-2:] == ["Storage", "UserData"]  # after the site's own navigation
+    assert "Passwords, tokens and private keys are hidden" in page
