@@ -14,6 +14,7 @@ from instances.choices import (
     DiskRole,
     ImageKind,
     NicModel,
+    OsType,
     RunStrategy,
     UserDataMode,
 )
@@ -201,6 +202,16 @@ class SSHKeyForm(forms.Form):
     public_key = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 3, "placeholder": "ssh-ed25519 AAAA... you@laptop"})
     )
+
+
+class ImageUploadForm(forms.Form):
+    name = forms.CharField(max_length=100)
+    kind = forms.ChoiceField(
+        choices=[(ImageKind.QCOW2, ImageKind.QCOW2.label), (ImageKind.ISO, ImageKind.ISO.label)]
+    )
+    os_type = forms.ChoiceField(label="OS", choices=OsType.choices, initial=OsType.LINUX)
+    description = forms.CharField(max_length=200, required=False)
+    file = forms.FileField(help_text="A standalone qcow2 image, or an ISO 9660 image.")
 
 
 class DiskCreateForm(forms.Form):

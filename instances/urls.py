@@ -47,4 +47,5 @@ urlpatterns = [
     path(P + "ssh-keys/", catalog.ssh_key_list, name="ssh-key-list"),
     path(P + "ssh-keys/<int:pk>/delete/", catalog.ssh_key_delete, name="ssh-key-delete"),
     path(P + "images/", catalog.image_list, name="image-list"),
+    path(P + "images/<int:pk>/delete/", catalog.image_delete, name="image-delete"),
 ]

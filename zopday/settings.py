@@ -225,6 +225,8 @@ ZOPDAY_QEMU_ACCEL = env("ZOPDAY_QEMU_ACCEL", "tcg")  # "kvm:tcg" where KVM guest
 ZOPDAY_NETWORK_MODE = env("ZOPDAY_NETWORK_MODE", "auto")  # auto | bridge | user
 ZOPDAY_NETNS = env("ZOPDAY_NETNS", "zopday")  # the network namespace that holds subnet bridges
 ZOPDAY_IMAGES_DIR = Path(env("ZOPDAY_IMAGES_DIR", str(RUN_DIR / "images"))).resolve()
+# The largest image a user may upload on the Images page or through the API.
+ZOPDAY_IMAGE_UPLOAD_MAX_GB = envint("ZOPDAY_IMAGE_UPLOAD_MAX_GB", 20)
 # Machine run folders hold unix sockets, whose paths must stay under 108 bytes: keep this short.
 ZOPDAY_MACHINES_DIR = Path(env("ZOPDAY_MACHINES_DIR", str(RUN_DIR / "machines"))).resolve()
 ZOPDAY_EIP_POOL = env("ZOPDAY_EIP_POOL", "198.51.100.0/24")

@@ -1,4 +1,4 @@
-"""Projects the caller is a member of, and the images a project can boot from."""
+"""Projects the caller is a member of."""
 
 from django.http import HttpRequest
 from ninja import Router
@@ -6,10 +6,10 @@ from ninja import Router
 from instances import selectors
 from instances.api.auth import request_user
 from instances.api.errors import ERRORS
-from instances.api.lookups import images_of, project_for
-from instances.api.schemas import ImageOut, ProjectOut, Slug
+from instances.api.lookups import project_for
+from instances.api.schemas import ProjectOut, Slug
 from instances.choices import Role
-from instances.models import Image, Membership
+from instances.models import Membership
 
 router = Router(tags=["projects"])
 
@@ -29,13 +29,6 @@ def project_list(request: HttpRequest) -> list[dict]:
 def project_get(request: HttpRequest, slug: Slug) -> dict:
     project, role = project_for(request, slug)
     return {**_project(project), "role": role}
-
-
-@router.get("/projects/{slug}/images", response={200: list[ImageOut], **ERRORS})
-def image_list(request: HttpRequest, slug: Slug) -> list[Image]:
-    """The project's own images and the ones shared with every project."""
-    project, _ = project_for(request, slug)
-    return list(images_of(project))
 
 
 def _project(project: object) -> dict:

@@ -1,5 +1,6 @@
 """Project catalog pages: subnets with their IPAM usage, SSH keys, images."""
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
@@ -8,13 +9,18 @@ from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from instances.access import project_for_user, ssh_key_for_user, subnet_for_user
+from instances.access import (
+    image_for_user,
+    project_for_user,
+    ssh_key_for_user,
+    subnet_for_user,
+)
 from instances.choices import Role
 from instances.errors import ActionRefused
-from instances.forms import SSHKeyForm, SubnetForm, apply_errors
+from instances.forms import ImageUploadForm, SSHKeyForm, SubnetForm, apply_errors
 from instances.http import AuthedRequest
 from instances.models import Image
-from instances.services import keys, network
+from instances.services import images, keys, network
 
 
 @login_required
@@ -93,7 +99,38 @@ def ssh_key_delete(request: AuthedRequest, project_slug: str, pk: int) -> HttpRe
 @login_required
 def image_list(request: AuthedRequest, project_slug: str) -> HttpResponse:
     project, role = project_for_user(request.user, project_slug)
-    images = Image.objects.filter(Q(project=project) | Q(project=None)).select_related("project")
-    return render(
-        request, "instances/image_list.html", {"project": project, "role": role, "images": images}
-    )
+    form = ImageUploadForm(request.POST or None, request.FILES or None)
+    if request.method == "POST":
+        project, role = project_for_user(request.user, project_slug, Role.OPERATOR)
+        if form.is_valid():
+            try:
+                image = images.image_upload(
+                    project=project, actor=request.user, upload=form.cleaned_data.pop("file"),
+                    **form.cleaned_data,
+                )  # fmt: skip
+            except ValidationError as error:
+                apply_errors(error, form, {})
+            else:
+                messages.success(
+                    request, f"Image {image.name} registered (root disks of {image.min_disk_gb} GB "
+                    "or more).",
+                )  # fmt: skip
+                return redirect("image-list", project_slug=project.slug)
+    rows = Image.objects.filter(Q(project=project) | Q(project=None)).select_related("project")
+    context = {"project": project, "role": role, "images": rows, "form": form,
+               "can_edit": role.allows(Role.OPERATOR),
+               "upload_limit_gb": settings.ZOPDAY_IMAGE_UPLOAD_MAX_GB}  # fmt: skip
+    return render(request, "instances/image_list.html", context)
+
+
+@require_POST
+@login_required
+def image_delete(request: AuthedRequest, project_slug: str, pk: int) -> HttpResponse:
+    image, _ = image_for_user(request.user, project_slug, pk, Role.OPERATOR)
+    try:
+        images.image_remove(image=image, actor=request.user)
+    except ActionRefused as refused:
+        messages.error(request, refused.message)
+    else:
+        messages.success(request, f"Image {image.name} removed.")
+    return redirect("image-list", project_slug=project_slug)

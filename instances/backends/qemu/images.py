@@ -60,6 +60,15 @@ class QemuImg:
         )
         return dict(json.loads(output))
 
+    def check(self, path: Path) -> str:
+        """qcow2's own consistency check: "" when the image is sound, else what is wrong."""
+        argv = [self.binary, "check", "-q", "-f", "qcow2", str(path)]
+        try:
+            self._run(argv, f"check {path.name}")
+        except BackendError as error:
+            return error.message
+        return ""
+
     def _run(self, argv: list[str], what: str) -> str:
         if shutil.which(self.binary) is None:
             raise BackendError(f"{self.binary} is not installed (apt-get install qemu-utils).")

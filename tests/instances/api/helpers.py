@@ -21,6 +21,10 @@ class Api:
     def patch(self, path, body=None):
         return self._send("patch", path, body)
 
+    def upload(self, path, data):
+        """multipart/form-data: file fields are open files."""
+        return self.client.post(f"/api/v1{path}", data, headers=self.headers)
+
     def delete(self, path):
         return self.client.delete(f"/api/v1{path}", headers=self.headers)
 

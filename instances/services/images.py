@@ -1,0 +1,149 @@
+"""Images users register: a qcow2 cloud image or an ISO uploaded into the project's folder of
+the images directory, checked before it is kept; and their removal.
+
+A qcow2 image must be standalone (no backing file, no external data file: either would let an
+instance read a file of the host) and pass qemu-img's consistency check; its virtual size is the
+smallest root disk made from it. An ISO must be an ISO 9660 image (pycdlib reads its volume
+descriptors). A file that fails is removed at once: nothing half-registered is left.
+"""
+
+import math
+import os
+import tempfile
+from pathlib import Path
+
+import pycdlib
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import ValidationError
+from django.core.files import File
+from django.db import transaction
+from django.db.models import Q
+
+from instances import actions
+from instances.access import project_role
+from instances.backends.base import BackendError
+from instances.backends.qemu.images import GIB, QemuImg
+from instances.choices import ImageKind, OsType
+from instances.errors import ActionRefused
+from instances.models import Disk, Image, Project
+from instances.services.audit import audit_record
+
+UPLOADS = "uploads"  # under the images directory: uploads/<project>/<id>.<kind>
+UPLOAD_KINDS: dict[str, str] = {ImageKind.QCOW2: "qcow2", ImageKind.ISO: "iso"}
+
+
+def image_upload(
+    *,
+    project: Project,
+    actor: AbstractBaseUser,
+    name: str,
+    kind: str,
+    upload: File,
+    os_type: str = OsType.LINUX,
+    description: str = "",
+) -> Image:
+    """Register an uploaded qcow2 cloud image or ISO for the project's instances."""
+    actions.require(actions.manage(project_role(actor, project)))
+    name = name.strip()
+    _check_fields(project, name, kind, os_type, description, upload)
+    folder = settings.ZOPDAY_IMAGES_DIR / UPLOADS / project.slug
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=folder, prefix=".upload-", delete=False) as out:
+        for chunk in upload.chunks():
+            out.write(chunk)
+    received = Path(out.name)
+    stored: Path | None = None
+    try:
+        min_disk_gb = _check_file(received, kind)
+        with transaction.atomic():
+            image = Image.objects.create(
+                project=project, name=name, kind=kind, os_type=os_type, min_disk_gb=min_disk_gb,
+                description=description.strip(),
+            )  # fmt: skip
+            stored = folder / f"{image.pk}.{UPLOAD_KINDS[kind]}"
+            image.path = str(stored.relative_to(settings.ZOPDAY_IMAGES_DIR))
+            image.save(update_fields=["path"])
+            os.replace(received, stored)
+            audit_record(actor=actor, action="image.upload", project=project, target=image)
+    except BaseException:
+        received.unlink(missing_ok=True)
+        if stored is not None:
+            stored.unlink(missing_ok=True)
+        raise
+    return image
+
+
+def image_remove(*, image: Image, actor: AbstractBaseUser) -> None:
+    """Remove a project's own image and its file; one that disks were made from stays."""
+    if image.project is None:
+        raise ActionRefused("Shared images are managed by administrators, in the admin.")
+    actions.require(actions.manage(project_role(actor, image.project)))
+    users = list(Disk.objects.filter(image=image).values_list("name", flat=True)[:5])
+    if users:
+        raise ActionRefused(
+            f"Disks were made from {image.name} ({', '.join(users)}): delete them first."
+        )
+    with transaction.atomic():
+        audit_record(actor=actor, action="image.remove", project=image.project, target=image)
+        image.delete()
+    if image.path.startswith(f"{UPLOADS}/"):
+        image.file.unlink(missing_ok=True)
+
+
+def _check_fields(
+    project: Project, name: str, kind: str, os_type: str, description: str, upload: File
+) -> None:
+    errors: dict[str, str] = {}
+    if not name:
+        errors["name"] = "Give the image a name."
+    elif len(name) > 100:
+        errors["name"] = "Use at most 100 characters."
+    elif Image.objects.filter(Q(project=project) | Q(project=None), name=name).exists():
+        errors["name"] = f"An image called {name} exists already: choose another name."
+    if kind not in UPLOAD_KINDS:
+        errors["kind"] = "Upload a qcow2 cloud image or an ISO image."
+    if os_type not in OsType.values:
+        errors["os_type"] = f"Choose one of: {', '.join(OsType.values)}."
+    if len(description.strip()) > 200:
+        errors["description"] = "Use at most 200 characters."
+    limit = settings.ZOPDAY_IMAGE_UPLOAD_MAX_GB
+    if not upload.size:
+        errors["file"] = "The file is empty."
+    elif upload.size > limit * GIB:
+        errors["file"] = f"The file is larger than {limit} GB, the largest image taken here."
+    if errors:
+        raise ValidationError(errors)
+
+
+def _check_file(path: Path, kind: str) -> int:
+    """The smallest root disk (GB) the image needs; ValidationError at `file` if it is not a
+    sound image of its kind."""
+    if kind == ImageKind.ISO:
+        iso = pycdlib.PyCdlib()
+        try:
+            iso.open(str(path))
+        except pycdlib.pycdlibexception.PyCdlibException as error:
+            raise ValidationError({"file": f"This is not an ISO 9660 image ({error})."}) from None
+        iso.close()
+        return 1
+    qemu_img = QemuImg()
+    try:
+        info = qemu_img.info(path)
+    except BackendError as error:
+        raise ValidationError({"file": error.message}) from None
+    if info.get("format") != "qcow2":
+        raise ValidationError(
+            {"file": f"This is not a qcow2 image (qemu-img reads it as {info.get('format')}): "
+                     "upload a qcow2 cloud image, or convert it with qemu-img convert -O qcow2."}
+        )  # fmt: skip
+    if "backing-filename" in info or info.get("format-specific", {}).get("data", {}).get(
+        "data-file"
+    ):
+        raise ValidationError(
+            {"file": "This qcow2 image depends on another file (a backing file or an external "
+                     "data file): upload a standalone one (qemu-img convert -O qcow2 makes it)."}
+        )  # fmt: skip
+    if problem := qemu_img.check(path):
+        raise ValidationError({"file": f"qemu-img finds this image damaged: {problem}"})
+    return max(1, math.ceil(int(info["virtual-size"]) / GIB))

@@ -1,0 +1,180 @@
+"""Images users register on the Images page and through the API: real qemu-img and pycdlib
+check what is uploaded; what fails leaves nothing behind."""
+
+import html
+import io
+import subprocess
+from pathlib import Path
+
+import pycdlib
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+
+from instances.choices import ImageKind
+from instances.models import AuditEvent, Disk, Image
+from tests.factories import ImageFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def images_dir(settings, tmp_path):
+    settings.ZOPDAY_IMAGES_DIR = tmp_path / "images"
+    return settings.ZOPDAY_IMAGES_DIR
+
+
+def qcow2(folder: Path, name: str = "cloud.qcow2", size: str = "3G", backing: Path | None = None):
+    path = folder / name
+    argv = ["qemu-img", "create", "-q", "-f", "qcow2"]
+    if backing is not None:
+        argv += ["-b", str(backing), "-F", "raw"]
+    subprocess.run([*argv, str(path), size], check=True)
+    return path
+
+
+def iso(folder: Path) -> Path:
+    image = pycdlib.PyCdlib()
+    image.new(interchange_level=3, vol_ident="TOOLS")
+    data = b"drivers\n"
+    image.add_fp(io.BytesIO(data), len(data), "/README.;1")
+    path = folder / "tools.iso"
+    image.write(str(path))
+    image.close()
+    return path
+
+
+def upload(path: Path) -> SimpleUploadedFile:
+    return SimpleUploadedFile(path.name, path.read_bytes())
+
+
+def left_in(images_dir: Path) -> list[str]:
+    folder = images_dir / "uploads" / "alpha"
+    return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+
+
+def test_an_operator_uploads_a_qcow2_image_whose_virtual_size_is_its_minimum_disk(
+    client_for, project, images_dir, tmp_path
+):
+    url = reverse("image-list", args=[project.slug])
+    assert 'enctype="multipart/form-data"' in client_for("operator").get(url).text
+    assert "Upload and register" not in client_for("viewer").get(url).text
+    data = {"name": "ubuntu-24.04", "kind": "qcow2", "os_type": "linux",
+            "description": "noble", "file": upload(qcow2(tmp_path))}  # fmt: skip
+    page = client_for("operator").post(url, data, follow=True).text
+    assert "Image ubuntu-24.04 registered (root disks of 3 GB or more)." in page
+    image = Image.objects.get(name="ubuntu-24.04")
+    assert (image.project, image.kind, image.min_disk_gb) == (project, ImageKind.QCOW2, 3)
+    assert image.path == f"uploads/alpha/{image.pk}.qcow2"
+    assert image.file.read_bytes() == (tmp_path / "cloud.qcow2").read_bytes()
+    assert left_in(images_dir) == [f"{image.pk}.qcow2"]
+    assert AuditEvent.objects.filter(action="image.upload", outcome="success").count() == 1
+
+
+@pytest.mark.parametrize(
+    ("kind", "make", "message"),
+    [
+        ("qcow2", lambda folder: folder / "raw.img", "This is not a qcow2 image (qemu-img reads it "
+                                                     "as raw): upload a qcow2 cloud image"),
+        ("qcow2", lambda folder: qcow2(folder, "overlay.qcow2", backing=folder / "raw.img"),
+         "This qcow2 image depends on another file (a backing file"),
+        ("iso", lambda folder: folder / "raw.img", "This is not an ISO 9660 image"),
+    ],
+)  # fmt: skip
+def test_a_file_that_is_not_a_sound_image_of_its_kind_is_refused_at_the_file(
+    client_for, project, images_dir, tmp_path, kind, make, message
+):
+    (tmp_path / "raw.img").write_bytes(b"\0" * 65536)
+    data = {"name": "mine", "kind": kind, "os_type": "linux", "file": upload(make(tmp_path))}
+    page = html.unescape(
+        client_for("operator").post(reverse("image-list", args=[project.slug]), data).text
+    )
+    assert '<p class="error" id="file-error">' + message in page
+    assert 'value="mine"' in page  # what was typed is kept
+    assert not Image.objects.exists() and left_in(images_dir) == []
+
+
+def test_names_kinds_and_sizes_are_checked_before_the_file_is_kept(
+    api_for, project, images_dir, tmp_path, settings
+):
+    ImageFactory(name="debian-12", project=None)
+    api = api_for("operator")
+    path = qcow2(tmp_path, size="1G")
+
+    def refused(**fields: object) -> dict:
+        with path.open("rb") as file:
+            response = api.upload("/projects/alpha/images", {"file": file, **fields})
+        assert response.status_code == 422, response.content
+        return response.json()["errors"]
+
+    assert refused(name="debian-12", kind="qcow2") == {
+        "name": ["An image called debian-12 exists already: choose another name."]
+    }
+    assert refused(name=" ", kind="qcow2") == {"name": ["Give the image a name."]}
+    assert refused(name="disk", kind="container") == {
+        "kind": ["Upload a qcow2 cloud image or an ISO image."]
+    }
+    settings.ZOPDAY_IMAGE_UPLOAD_MAX_GB = 0
+    assert refused(name="disk", kind="qcow2") == {
+        "file": ["The file is larger than 0 GB, the largest image taken here."]
+    }
+    assert not Image.objects.filter(project=project).exists() and left_in(images_dir) == []
+
+
+def test_an_iso_is_uploaded_through_the_api_and_removed_when_no_disk_uses_it(
+    api_for, project, images_dir, tmp_path, operator
+):
+    api = api_for("operator")
+    with iso(tmp_path).open("rb") as file:
+        assert (
+            api_for("viewer")
+            .upload("/projects/alpha/images", {"file": file, "name": "tools", "kind": "iso"})
+            .status_code
+            == 403
+        )
+        file.seek(0)
+        response = api.upload(
+            "/projects/alpha/images",
+            {"file": file, "name": "tools", "kind": "iso", "os_type": "other"},
+        )
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert (body["kind"], body["os_type"], body["min_disk_gb"], body["shared"]) == (
+        "iso",
+        "other",
+        1,
+        False,
+    )
+    image = Image.objects.get(pk=body["id"])
+    assert image.file.is_file()
+    listed = [row["name"] for row in api_for("viewer").get("/projects/alpha/images").json()]
+    assert "tools" in listed
+
+    disk = Disk.objects.create(project=project, zone="local-1a", name="cd", role="cdrom",
+                               bus="sata", image=image)  # fmt: skip
+    refused = api.delete(f"/projects/alpha/images/{image.pk}")
+    assert refused.status_code == 409
+    assert "Disks were made from tools (cd): delete them first." in refused.json()["detail"]
+    disk.delete()
+    assert api.delete(f"/projects/alpha/images/{image.pk}").status_code == 204
+    assert not Image.objects.filter(pk=image.pk).exists() and not image.file.exists()
+
+
+def test_shared_images_are_not_removed_from_a_project(client_for, project):
+    shared = ImageFactory(name="debian-12", project=None)
+    url = reverse("image-list", args=[project.slug])
+    assert 'aria-label="Remove image debian-12"' not in client_for("owner").get(url).text
+    delete = reverse("image-delete", args=[project.slug, shared.pk])
+    assert client_for("owner").post(delete).status_code == 404
+    assert Image.objects.filter(pk=shared.pk).exists()
+
+
+def test_the_page_removes_a_project_image(client_for, project, tmp_path, images_dir):
+    url = reverse("image-list", args=[project.slug])
+    data = {"name": "mine", "kind": "qcow2", "os_type": "linux", "file": upload(qcow2(tmp_path))}
+    client_for("operator").post(url, data)
+    image = Image.objects.get(name="mine")
+    delete = reverse("image-delete", args=[project.slug, image.pk])
+    assert client_for("viewer").post(delete).status_code == 403
+    page = client_for("operator").post(delete, follow=True).text
+    assert "Image mine removed." in page and left_in(images_dir) == []
