@@ -3,7 +3,7 @@
 from instances.backends.base import DiskSpec, FirmwareSpec, MachineSpec, NicSpec
 from instances.choices import DiskBus, DiskRole, ImageKind, LinkState, OsType
 from instances.cloudinit import seed_for
-from instances.models import Disk, Instance
+from instances.models import Disk, Instance, Subnet
 
 ROLE_ORDER: dict[str, int] = {DiskRole.ROOT: 0, DiskRole.SECONDARY: 1, DiskRole.CDROM: 2}
 
@@ -64,6 +64,7 @@ def machine_spec(instance: Instance) -> MachineSpec:
             model=nic.model,
             link_up=nic.link_desired == LinkState.UP,
             network=nic.subnet.segment,
+            gateway=segment_gateway(nic.subnet),
         )
         for nic in instance.nics.select_related("subnet").order_by("index")
     )
@@ -88,3 +89,11 @@ def machine_spec(instance: Instance) -> MachineSpec:
         initrd=kernel_image.file / "initrd.img" if kernel_image else None,
         kernel_cmdline="console=ttyS0" if kernel_image else "",
     )
+
+
+def segment_gateway(subnet: Subnet) -> str:
+    """The subnet's IPv4 gateway with its prefix, held by the host side of the segment."""
+    network = subnet.network_v4
+    if network is None or not subnet.gateway:
+        return ""
+    return f"{subnet.gateway}/{network.prefixlen}"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the ZopDay demo guest: a Debian kernel plus a small busybox
-# initramfs that runs the NoCloud seed, qemu-ga, an exec channel and a serial
-# shell (see scripts/demo_guest/init).
+# initramfs that runs the NoCloud seed, qemu-ga, an exec channel, an SSH
+# server (dropbear) and a serial shell (see scripts/demo_guest/init).
 #
 # Usage: scripts/build_demo_image.sh [--force] [OUT]
 #   OUT defaults to var/images/demo in the repository.  It receives
@@ -116,14 +116,15 @@ for f in "${FLAVOURS[@]}"; do
 done
 say "kernel packages ${KPKGS[*]}"
 
-# qemu-ga's shared libraries: take the closure of its lib* dependencies
-# (libc6, libglib2.0-0, ...); only the files it really links are copied later.
+# qemu-ga's and dropbear's shared libraries: take the closure of their lib*
+# dependencies (libc6, libglib2.0-0, zlib1g, ...); only the files it really links are copied later.
 deps_of() {
     apt-cache depends --no-recommends --no-suggests --no-conflicts --no-breaks \
         --no-replaces --no-enhances "$@" 2>/dev/null |
-        awk '$1 ~ /^\|?(Pre)?Depends:$/ && $2 ~ /^lib/ && $2 !~ /-(perl|dev)$/ { print $2 }' | sort -u
+        awk '$1 ~ /^\|?(Pre)?Depends:$/ && ($2 ~ /^lib/ || $2 == "zlib1g") && $2 !~ /-(perl|dev)$/ { print $2 }' |
+        sort -u
 }
-LIBPKGS=$(deps_of qemu-guest-agent)
+LIBPKGS=$(deps_of qemu-guest-agent dropbear-bin)
 while :; do
     more=$( { echo "$LIBPKGS"; deps_of $LIBPKGS; } | sort -u)
     [ "$more" = "$LIBPKGS" ] && break
@@ -135,8 +136,8 @@ done
 mkdir -p "$WORK/debs"
 # apt drops privileges to _apt for downloads when run as root: let it write.
 chmod 755 "$WORK"; chmod 777 "$WORK/debs"
-say "downloading ${KPKGS[*]} busybox-static qemu-guest-agent and $(echo $LIBPKGS | wc -w) library packages"
-(cd "$WORK/debs" && apt-get download -q "${KPKGS[@]}" busybox-static qemu-guest-agent $LIBPKGS) >"$WORK/download.log" 2>&1 ||
+say "downloading ${KPKGS[*]} busybox-static qemu-guest-agent dropbear-bin and $(echo $LIBPKGS | wc -w) library packages"
+(cd "$WORK/debs" && apt-get download -q "${KPKGS[@]}" busybox-static qemu-guest-agent dropbear-bin $LIBPKGS) >"$WORK/download.log" 2>&1 ||
     { cat "$WORK/download.log" >&2; die "apt-get download failed (see above)"; }
 ls "$WORK"/debs/*.deb >/dev/null 2>&1 || die "apt-get download fetched nothing"
 
@@ -177,32 +178,41 @@ chmod 640 "$ROOT/etc/shadow"
 chmod 644 "$ROOT/etc/passwd" "$ROOT/etc/group" "$ROOT/etc/profile"
 [ ! -e "$ROOT/etc/acpid.conf" ] || die "etc/acpid.conf must not exist (it disables the power button)"
 
-# qemu-ga and exactly the libraries it links, resolved by the packaged
-# dynamic loader inside the unpacked tree (never the host's libraries).
-install -m 755 "$PROOT/usr/sbin/qemu-ga" "$ROOT/usr/sbin/qemu-ga"
+# qemu-ga and dropbear, and exactly the libraries they link, resolved by the
+# packaged dynamic loader inside the unpacked tree (never the host's libraries).
 LDSO=$PROOT/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2
 [ -f "$LDSO" ] || LDSO=$PROOT/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2
 [ -f "$LDSO" ] || die "libc6 did not provide ld-linux-x86-64.so.2"
 LIBPATH=$PROOT/lib/x86_64-linux-gnu:$PROOT/usr/lib/x86_64-linux-gnu
-"$LDSO" --inhibit-cache --library-path "$LIBPATH" --list "$PROOT/usr/sbin/qemu-ga" >"$WORK/ldd.txt" ||
-    die "cannot list qemu-ga's libraries"
-while read -r line; do
-    case "$line" in *"not found"*) die "qemu-ga needs a library that no downloaded package has: $line" ;; esac
-    lib=$(echo "$line" | awk '$2 == "=>" { print $3 }')
-    [ -n "$lib" ] || continue
-    case "$lib" in "$PROOT"/*) ;; *) die "qemu-ga's $lib is not in the downloaded packages (add its package)";; esac
-    rel=${lib#"$PROOT"/}
-    mkdir -p "$ROOT/$(dirname "$rel")"
-    cp -L "$lib" "$ROOT/$rel"
-done <"$WORK/ldd.txt"
+install_linked() {  # path of a binary in the unpacked tree, relative to it
+    local bin=$1 name=${1##*/} line lib rel
+    install -m 755 "$PROOT/$bin" "$ROOT/$bin"
+    "$LDSO" --inhibit-cache --library-path "$LIBPATH" --list "$PROOT/$bin" >"$WORK/ldd-$name.txt" ||
+        die "cannot list $name's libraries"
+    while read -r line; do
+        case "$line" in *"not found"*) die "$name needs a library that no downloaded package has: $line" ;; esac
+        lib=$(echo "$line" | awk '$2 == "=>" { print $3 }')
+        [ -n "$lib" ] || continue
+        case "$lib" in "$PROOT"/*) ;; *) die "$name's $lib is not in the downloaded packages (add its package)";; esac
+        rel=${lib#"$PROOT"/}
+        mkdir -p "$ROOT/$(dirname "$rel")"
+        cp -L "$lib" "$ROOT/$rel"
+    done <"$WORK/ldd-$name.txt"
+}
+install_linked usr/sbin/qemu-ga
+install_linked usr/sbin/dropbear
 cp -L "$LDSO" "$ROOT/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"
 ln -sf /lib/x86_64-linux-gnu/ld-linux-x86-64.so.2 "$ROOT/lib64/ld-linux-x86-64.so.2"
-# prove the copy is complete: qemu-ga runs from the new tree alone
-"$ROOT/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2" --inhibit-cache \
-    --library-path "$ROOT/lib/x86_64-linux-gnu:$ROOT/usr/lib/x86_64-linux-gnu" \
-    "$ROOT/usr/sbin/qemu-ga" --version >"$WORK/qga-version.txt" 2>&1 ||
+# prove the copy is complete: both run from the new tree alone
+in_tree() {
+    "$ROOT/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2" --inhibit-cache \
+        --library-path "$ROOT/lib/x86_64-linux-gnu:$ROOT/usr/lib/x86_64-linux-gnu" "$@"
+}
+in_tree "$ROOT/usr/sbin/qemu-ga" --version >"$WORK/qga-version.txt" 2>&1 ||
     { cat "$WORK/qga-version.txt" >&2; die "qemu-ga does not run from the assembled tree"; }
-say "$(head -n 1 "$WORK/qga-version.txt") with $(grep -c '=>' "$WORK/ldd.txt") libraries"
+in_tree "$ROOT/usr/sbin/dropbear" -V >"$WORK/dropbear-version.txt" 2>&1 ||
+    { cat "$WORK/dropbear-version.txt" >&2; die "dropbear does not run from the assembled tree"; }
+say "$(head -n 1 "$WORK/qga-version.txt") with $(grep -c '=>' "$WORK/ldd-qemu-ga.txt") libraries; $(head -n 1 "$WORK/dropbear-version.txt")"
 
 # ---- kernels and their modules ------------------------------------------
 # A kernel package has no modules.dep (depmod runs at install time): make
@@ -270,6 +280,7 @@ done
     cat "$WORK/kernels.txt"
     echo "busybox-static=$(pkgver busybox-static)"
     echo "qemu-guest-agent=$(pkgver qemu-guest-agent)"
+    echo "dropbear-bin=$(pkgver dropbear-bin)"
 } >"$WORK/VERSION"
 cp "$WORK/VERSION" "$ROOT/etc/zopday-demo-version"
 cat >"$ROOT/etc/os-release" <<EOF

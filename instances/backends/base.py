@@ -43,6 +43,9 @@ class NicSpec:
     model: str  # "virtio" | "e1000"
     link_up: bool = True
     network: str = ""  # the L2 segment (one per subnet); "" = user-mode networking
+    # The segment's gateway with its prefix ("10.77.0.1/24"): the address the host side holds
+    # on the segment, from which it reaches the guests (ssh spx@<ip>); "" = none.
+    gateway: str = ""
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from instances.choices import (
     Role,
     RunStrategy,
 )
-from instances.cloudinit import user_data
+from instances.cloudinit import DEFAULT_USER, user_data
 from instances.confirm import asked_first, question
 from instances.errors import ActionRefused
 from instances.forms import (
@@ -41,7 +41,7 @@ from instances.forms import (
     images_for,
 )
 from instances.http import AuthedRequest
-from instances.models import GuestReport, Instance
+from instances.models import GuestReport, Instance, NetworkInterface
 from instances.redaction import user_data_redacted
 from instances.services import power
 from instances.services.instances import (
@@ -321,9 +321,10 @@ def detail_context(instance: Instance, role: Role, tab: str) -> dict[str, object
     if tab in ("storage", "networking", "user-data") and not is_local_backend(instance.backend):
         context["in_cloud"] = instance.backend  # the VM's job set these up: the tab says so
     elif tab == "overview":
-        context["nics"] = instance.nics.select_related("subnet", "elastic_ip")
+        context["nics"] = nics = list(instance.nics.select_related("subnet", "elastic_ip"))
         context["disks"] = instance.disks.select_related("image")
         context["guest"] = _guest_report(instance)
+        context["ssh"] = _ssh(instance, nics)
     elif tab == "storage":
         disks = list(instance.disks.select_related("image").prefetch_related("snapshots"))
         context["disks"] = disks
@@ -357,6 +358,21 @@ def _guest_report(instance: Instance) -> dict[str, object] | None:
         "error": report.error if report else "",
         "every": settings.ZOPDAY_GUEST_REPORT_SECONDS,
     }
+
+
+def _ssh(instance: Instance, nics: list[NetworkInterface]) -> dict[str, str] | None:
+    """How to reach a local instance's SSH server: its primary address, and from this host
+    through the namespace that holds the subnets in bridged mode; None for cloud VMs."""
+    mode = _network_mode(instance)
+    if not mode:
+        return None
+    primary = next((nic for nic in nics if nic.primary), None)
+    address = primary.ipv4 or primary.ipv6 if primary else ""
+    if not address:
+        return {"mode": mode, "command": ""}
+    command = f"ssh {DEFAULT_USER}@{address}"
+    host = f"sudo ip netns exec {settings.ZOPDAY_NETNS} {command}" if mode == "bridge" else ""
+    return {"mode": mode, "command": command, "host": host}
 
 
 def _network_mode(instance: Instance) -> str:

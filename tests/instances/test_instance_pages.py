@@ -4,6 +4,7 @@ import html
 import re
 
 import pytest
+from django.conf import settings
 from django.urls import reverse
 
 from instances.choices import ImageKind, PowerState, SnapshotState
@@ -619,3 +620,19 @@ def test_only_secondary_interfaces_offer_remove(client_for, instance, project, o
     remove = reverse("instance-nic-action", args=[project.slug, instance.pk, "remove"])
     assert html.count(f'action="{remove}"') == 1
     assert f'name="nic" value="{eth1.pk}"><button>Remove</button>' in html
+
+
+@pytest.mark.parametrize("mode", ["bridge", "user"])
+def test_the_overview_shows_how_to_ssh_to_the_instance(
+    client_for, instance, project, monkeypatch, mode
+):
+    from instances.views import instances as views
+
+    monkeypatch.setattr(views, "_network_mode", lambda _: mode)
+    url = reverse("instance-detail", args=[project.slug, instance.pk])
+    page = client_for("viewer").get(url).text
+    address = instance.nics.get(index=0).ipv4
+    assert f'<span class="mono">ssh spx@{address}</span>' in page
+    through_netns = f"sudo ip netns exec {settings.ZOPDAY_NETNS} ssh spx@{address}"
+    assert (through_netns in page) == (mode == "bridge")
+    assert ("QEMU user networking (no root)" in page) == (mode == "user")

@@ -646,7 +646,7 @@ class QemuBackend:
             for nic in spec.nics:
                 if nic.network:
                     taps[nic.name] = (
-                        self.networks.plug(spec.id, nic.name, nic.network),
+                        self.networks.plug(spec.id, nic.name, nic.network, nic.gateway),
                         nic.network,
                     )
         except BackendError:

@@ -1,11 +1,12 @@
 """Bridged networking: every subnet is a real L2 segment, kept away from the host's own network.
 
 As root, the product owns one network namespace. Inside it there is one Linux bridge per segment
-(`NicSpec.network`) and one tap per NIC, and QEMU runs inside it (`ip netns exec`), so guests on one
-segment reach each other and nothing on the host changes. Device names are hashes (at most 15
-characters for the kernel) and deterministic, so plugging is idempotent. A bridge goes away with its
-last tap. Changes are serialised by a lock file: a bridge must not vanish between another
-machine's bridge check and its tap creation.
+(`NicSpec.network`), holding the segment's gateway address, and one tap per NIC, and QEMU runs
+inside it (`ip netns exec`), so guests on one segment reach each other, the namespace reaches
+them (`ip netns exec NS ssh spx@ADDRESS`), and nothing on the host changes. Device names are
+hashes (at most 15 characters for the kernel) and deterministic, so plugging is idempotent. A
+bridge goes away with its last tap. Changes are serialised by a lock file: a bridge must not
+vanish between another machine's bridge check and its tap creation.
 """
 
 import contextlib
@@ -49,13 +50,17 @@ class BridgedNetworks:
         """Prefix for a command that must run inside the namespace."""
         return [self.ip, "netns", "exec", self.namespace]
 
-    def plug(self, machine_id: str, nic_name: str, network: str) -> str:
-        """Make sure the segment's bridge and the NIC's tap exist and are up; the tap's name."""
+    def plug(self, machine_id: str, nic_name: str, network: str, gateway: str = "") -> str:
+        """Make sure the segment's bridge and the NIC's tap exist and are up; the tap's name.
+        The bridge holds the segment's gateway address (`10.77.0.1/24`), if it has one: the
+        namespace then reaches the guests (`ip netns exec NS ssh spx@10.77.0.5`) and they it."""
         tap, bridge = tap_name(machine_id, nic_name), bridge_name(network)
         with self._lock():
             self._ensure_namespace()
             if not self._exists(bridge):
                 self._ip("link", "add", bridge, "type", "bridge")
+            if gateway:
+                self._ip("addr", "replace", gateway, "dev", bridge)
             self._ip("link", "set", bridge, "up")
             if not self._exists(tap):
                 self._ip("tuntap", "add", "dev", tap, "mode", "tap")

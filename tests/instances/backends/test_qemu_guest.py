@@ -23,6 +23,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric import ed25519
+from cryptography.hazmat.primitives.serialization import (
+    Encoding,
+    NoEncryption,
+    PrivateFormat,
+    PublicFormat,
+)
 
 from instances.backends.base import (
     BackendError,
@@ -45,6 +52,7 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[3]
 IMAGE = REPO / "var" / "images" / "demo"
 BOOT_TIMEOUT = 180  # TCG on a busy 2-core machine can be slow; a normal boot takes 5-20 s
+SSH_KEY = ed25519.Ed25519PrivateKey.generate()  # ada's, in the guests' seeds
 
 
 @pytest.fixture(scope="session")
@@ -108,11 +116,12 @@ def seed(hostname: str, address: str, mac: str) -> CloudInitSeed:
               macaddress: "{mac}"
             addresses: [{address}]
         """
-    user = """\
+    user = f"""\
         #cloud-config
         users:
           - name: ada
             plain_text_passwd: lovelace
+            ssh_authorized_keys: ["{SSH_KEY.public_key().public_bytes(Encoding.OpenSSH, PublicFormat.OpenSSH).decode()} ada@host"]
         runcmd:
           - echo seeded > /run/seeded
         """
@@ -132,7 +141,7 @@ ALPHA = machine(
         DiskSpec("cd-1", "cdrom", "sata"),
     ),
     nics=(
-        NicSpec("eth0", "52:54:00:77:00:11", "virtio", network="lan"),
+        NicSpec("eth0", "52:54:00:77:00:11", "virtio", network="lan", gateway="10.77.0.1/24"),
         NicSpec("eth1", "52:54:00:77:01:11", "e1000"),
     ),
     seed=seed("alpha", "10.77.0.11/24", "52:54:00:77:00:11"),
@@ -141,7 +150,7 @@ BRAVO = machine(
     "bravo",
     disks=(DiskSpec("disk-b1", "root", "virtio", size_gb=1, boot_order=1),),
     nics=(
-        NicSpec("eth0", "52:54:00:77:00:12", "virtio", network="lan"),
+        NicSpec("eth0", "52:54:00:77:00:12", "virtio", network="lan", gateway="10.77.0.1/24"),
         NicSpec("eth1", "52:54:00:77:01:12", "virtio", link_up=False),
     ),
     seed=seed("bravo", "10.77.0.12/24", "52:54:00:77:00:12"),
@@ -297,6 +306,38 @@ def test_two_guests_on_one_network_ping_each_other(backend, fleet):
         wait_for_prompt(backend, machine_id)
     assert " 0% packet loss" in run_in(backend, "alpha", "ping -c 3 -W 5 10.77.0.12")
     assert " 0% packet loss" in run_in(backend, "bravo", "ping -c 3 -W 5 10.77.0.11")
+
+
+def test_the_host_side_of_a_network_reaches_a_guest_over_ssh_with_its_seeded_key(
+    backend, fleet, tmp_path
+):
+    if backend.network_mode != "bridge":
+        pytest.skip("bridged networking needs root; this backend runs user-mode networking")
+    if shutil.which("ssh") is None:
+        pytest.fail("the OpenSSH client is not installed (apt-get install openssh-client)")
+    wait_for_prompt(backend, "alpha")
+    key = tmp_path / "ada"
+    key.write_bytes(SSH_KEY.private_bytes(Encoding.PEM, PrivateFormat.OpenSSH, NoEncryption()))
+    key.chmod(0o600)
+    ssh = [*backend.networks.exec_prefix(), "ssh", "-i", str(key), "-o", "BatchMode=yes",
+           "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+           "-o", "ConnectTimeout=30"]  # fmt: skip
+    deadline = time.monotonic() + 60  # the guest's seed adds the key after the prompt shows
+    while True:
+        result = subprocess.run(
+            [*ssh, "ada@10.77.0.11", "id -un; hostname"],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        if result.returncode == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert result.stdout.split() == ["ada", "alpha"], result.stderr
+    # without the key there is no way in
+    refused = subprocess.run(
+        [*ssh[:5], *ssh[7:], "-o", "PasswordAuthentication=no", "ada@10.77.0.11", "true"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert refused.returncode != 0 and "Permission denied" in refused.stderr
 
 
 def test_link_down_takes_the_carrier_away_in_the_guest(backend, fleet):

@@ -38,8 +38,8 @@
 #   write_files              path, content, encoding (text, b64/base64,
 #                            gz+b64/gzip+base64), permissions, owner, append,
 #                            defer (written after users are created)
-#   Other keys are reported on the console and ignored.  There is no sshd in
-#   the guest: keys and passwords are set so a host can check them.
+#   Other keys are reported on the console and ignored.  dropbear serves SSH
+#   on port 22 with these keys and passwords.
 #
 # network-config: netplan version 2 (also wrapped in "network:"), section
 #   ethernets.<id>: match.macaddress / match.name (glob; else <id> is the
