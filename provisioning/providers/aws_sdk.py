@@ -6,8 +6,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from functools import wraps
-from typing import Any, TypeVar
+from typing import Any
 
 import boto3
 import botocore.session
@@ -15,7 +14,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 
 from provisioning.models import CloudAccount
-from provisioning.providers.base import CloudError
+from provisioning.providers.base import CloudError, mapped_with
 
 # Error codes after which a later try can succeed: throttling, the service itself, and
 # resources that are still being created or deleted.
@@ -155,16 +154,7 @@ def mapped_errors() -> Iterator[None]:
         raise CloudError(f"AWS SDK: {error}", retryable=False, code=type(error).__name__) from error
 
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def mapped(method: F) -> F:
-    @wraps(method)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with mapped_errors():
-            return method(*args, **kwargs)
-
-    return wrapper  # type: ignore[return-value]
+mapped = mapped_with(mapped_errors)  # the decorator of the provider's methods
 
 
 def error_code(error: ClientError) -> str:

@@ -7,9 +7,11 @@ Cloud SDK imports stay inside the provider modules.
 
 import time
 from collections.abc import Callable, Collection
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Protocol
+from functools import wraps
+from typing import Any, Protocol, TypeVar
 
 from django.conf import settings
 
@@ -156,3 +158,21 @@ class UnavailableProvider:
             raise CloudError(self.reason, retryable=False, code="Invalid")
 
         return refuse
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def mapped_with(errors: Callable[[], AbstractContextManager[None]]) -> Callable[[F], F]:
+    """A decorator that runs a provider method inside `errors` (its SDK's mapped_errors), so
+    that what the SDK raises reaches the pipeline as CloudError."""
+
+    def decorate(method: F) -> F:
+        @wraps(method)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with errors():
+                return method(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate

@@ -15,8 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from functools import wraps
-from typing import Any, TypeVar
+from typing import Any
 
 import requests
 from google.api_core import exceptions as api_exceptions
@@ -27,7 +26,7 @@ from google.cloud import compute_v1
 from google.oauth2 import service_account
 
 from provisioning.models import CloudAccount
-from provisioning.providers.base import CloudError
+from provisioning.providers.base import CloudError, mapped_with
 from provisioning.validation import service_account_key_problem
 
 CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
@@ -165,16 +164,7 @@ def mapped_errors() -> Iterator[None]:
         raise CloudError(f"Could not reach Google Cloud: {error}", retryable=True) from error
 
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def mapped(method: F) -> F:
-    @wraps(method)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with mapped_errors():
-            return method(*args, **kwargs)
-
-    return wrapper  # type: ignore[return-value]
+mapped = mapped_with(mapped_errors)  # the decorator of the provider's methods
 
 
 def not_found(call: Callable[[], Any]) -> Any:
