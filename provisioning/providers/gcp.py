@@ -386,6 +386,15 @@ class GcpProvider(GcpLoadBalancer):
                     instance_template=template,
                     target_size=config.asg_desired,
                     description=f"ZopDay {ctx.name}",
+                    # the zones stepValidate kept: those that offer the machine type
+                    distribution_policy=compute_v1.DistributionPolicy(
+                        zones=[
+                            compute_v1.DistributionPolicyZoneConfiguration(
+                                zone=self._link(f"zones/{zone}")
+                            )
+                            for zone in self._zone_list(config)
+                        ]
+                    ),
                 ),
             ),
             f"created managed instance group {name} (size {config.asg_desired})",

@@ -233,6 +233,16 @@ def test_the_vms_go_only_to_zones_that_offer_the_machine_type(gcp, make_gcp_job)
     assert zones == ["us-central1-a", "us-central1-a", "us-central1-b", "us-central1-c"]
 
 
+def test_a_managed_group_spreads_only_over_the_zones_that_offer_the_machine_type(gcp, make_gcp_job):
+    job = job_run_inline(
+        make_gcp_job(instance_type="c3-standard-4", pool_mode="ASG", asg_min=4, asg_max=4,
+                     asg_desired=4).pk
+    )  # fmt: skip
+    assert job.status == JobStatus.READY, job.message
+    zones = {vm.zone for vm in InfraConfig.from_json(job.config).vms}
+    assert zones == {"us-central1-a", "us-central1-b", "us-central1-c"}
+
+
 def test_a_machine_type_no_zone_of_the_region_offers_fails_validate_and_makes_nothing(
     gcp, make_gcp_job
 ):
