@@ -18,7 +18,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.core.files import File
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import ProtectedError, Q
 
 from instances import actions
 from instances.access import project_role
@@ -49,12 +49,13 @@ def image_upload(
     _check_fields(project, name, kind, os_type, description, upload)
     folder = settings.ZOPDAY_IMAGES_DIR / UPLOADS / project.slug
     folder.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=folder, prefix=".upload-", delete=False) as out:
-        for chunk in upload.chunks():
-            out.write(chunk)
-    received = Path(out.name)
+    handle, name_received = tempfile.mkstemp(dir=folder, prefix=".upload-")
+    received = Path(name_received)
     stored: Path | None = None
     try:
+        with os.fdopen(handle, "wb") as out:
+            for chunk in upload.chunks():
+                out.write(chunk)
         min_disk_gb = _check_file(received, kind)
         with transaction.atomic():
             image = Image.objects.create(
@@ -66,10 +67,13 @@ def image_upload(
             image.save(update_fields=["path"])
             os.replace(received, stored)
             audit_record(actor=actor, action="image.upload", project=project, target=image)
+    except OSError as error:  # the images folder is full, say
+        _remove(received, stored)
+        raise ValidationError(
+            {"file": f"The console could not store the file: {error.strerror or error}."}
+        ) from None
     except BaseException:
-        received.unlink(missing_ok=True)
-        if stored is not None:
-            stored.unlink(missing_ok=True)
+        _remove(received, stored)
         raise
     return image
 
@@ -84,11 +88,20 @@ def image_remove(*, image: Image, actor: AbstractBaseUser) -> None:
         raise ActionRefused(
             f"Disks were made from {image.name} ({', '.join(users)}): delete them first."
         )
-    with transaction.atomic():
-        audit_record(actor=actor, action="image.remove", project=image.project, target=image)
-        image.delete()
+    try:
+        with transaction.atomic():
+            audit_record(actor=actor, action="image.remove", project=image.project, target=image)
+            image.delete()
+    except ProtectedError:  # a disk was made from it meanwhile
+        raise ActionRefused(f"Disks were made from {image.name}: delete them first.") from None
     if image.path.startswith(f"{UPLOADS}/"):
         image.file.unlink(missing_ok=True)
+
+
+def _remove(*paths: Path | None) -> None:
+    for path in paths:
+        if path is not None:
+            path.unlink(missing_ok=True)
 
 
 def _check_fields(
@@ -128,15 +141,13 @@ def _check_file(path: Path, kind: str) -> int:
         iso.close()
         return 1
     qemu_img = QemuImg()
-    try:
-        info = qemu_img.info(path)
-    except BackendError as error:
-        raise ValidationError({"file": error.message}) from None
-    if info.get("format") != "qcow2":
+    try:  # read as qcow2, never guessed: another format could name files of the host
+        info = qemu_img.info(path, fmt="qcow2")
+    except BackendError:
         raise ValidationError(
-            {"file": f"This is not a qcow2 image (qemu-img reads it as {info.get('format')}): "
-                     "upload a qcow2 cloud image, or convert it with qemu-img convert -O qcow2."}
-        )  # fmt: skip
+            {"file": "qemu-img cannot read this as a qcow2 image: upload a standalone qcow2 "
+                     "cloud image, or convert one with qemu-img convert -O qcow2."}
+        ) from None  # fmt: skip
     if "backing-filename" in info or info.get("format-specific", {}).get("data", {}).get(
         "data-file"
     ):
@@ -145,5 +156,5 @@ def _check_file(path: Path, kind: str) -> int:
                      "data file): upload a standalone one (qemu-img convert -O qcow2 makes it)."}
         )  # fmt: skip
     if problem := qemu_img.check(path):
-        raise ValidationError({"file": f"qemu-img finds this image damaged: {problem}"})
+        raise ValidationError({"file": problem})
     return max(1, math.ceil(int(info["virtual-size"]) / GIB))

@@ -33,6 +33,15 @@ def qcow2(folder: Path, name: str = "cloud.qcow2", size: str = "3G", backing: Pa
     return path
 
 
+def data_file_image(folder: Path) -> Path:
+    """A qcow2 image whose data lives in another file (here raw.img)."""
+    path = folder / "external.qcow2"
+    options = f"data_file={folder / 'raw.img'},data_file_raw=on"
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-o", options, str(path), "64K"],
+                   check=True)  # fmt: skip
+    return path
+
+
 def iso(folder: Path) -> Path:
     image = pycdlib.PyCdlib()
     image.new(interchange_level=3, vol_ident="TOOLS")
@@ -74,8 +83,10 @@ def test_an_operator_uploads_a_qcow2_image_whose_virtual_size_is_its_minimum_dis
 @pytest.mark.parametrize(
     ("kind", "make", "message"),
     [
-        ("qcow2", lambda folder: folder / "raw.img", "This is not a qcow2 image (qemu-img reads it "
-                                                     "as raw): upload a qcow2 cloud image"),
+        ("qcow2", lambda folder: folder / "raw.img", "qemu-img cannot read this as a qcow2 image: "
+                                                     "upload a standalone qcow2 cloud image"),
+        ("qcow2", lambda folder: data_file_image(folder),
+         "This qcow2 image depends on another file (a backing file"),
         ("qcow2", lambda folder: qcow2(folder, "overlay.qcow2", backing=folder / "raw.img"),
          "This qcow2 image depends on another file (a backing file"),
         ("iso", lambda folder: folder / "raw.img", "This is not an ISO 9660 image"),

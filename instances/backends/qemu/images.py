@@ -13,6 +13,8 @@ from typing import Any
 from instances.backends.base import BackendError
 
 GIB = 1024**3
+CHECK_SOUND = (0, 3)  # qemu-img check: no errors, or only leaked clusters
+CHECK_CORRUPT = 2
 
 
 class QemuImg:
@@ -54,20 +56,25 @@ class QemuImg:
     def virtual_size(self, path: Path) -> int:
         return int(self.info(path)["virtual-size"])
 
-    def info(self, path: Path) -> dict[str, Any]:
-        output = self._run(
-            [self.binary, "info", "-U", "--output=json", str(path)], f"read {path.name}"
-        )
+    def info(self, path: Path, fmt: str = "") -> dict[str, Any]:
+        """What qemu-img reads of the image: as `fmt` if given, else as the format it probes."""
+        argv = [self.binary, "info", "-U", "--output=json", *(["-f", fmt] if fmt else [])]
+        output = self._run([*argv, str(path)], f"read {path.name}")
         return dict(json.loads(output))
 
-    def check(self, path: Path) -> str:
-        """qcow2's own consistency check: "" when the image is sound, else what is wrong."""
+    def check(self, path: Path, timeout: float = 600) -> str:
+        """qcow2's own consistency check: "" when the image is sound (leaked clusters only
+        waste space), else what is wrong, for the user."""
         argv = [self.binary, "check", "-q", "-f", "qcow2", str(path)]
         try:
-            self._run(argv, f"check {path.name}")
-        except BackendError as error:
-            return error.message
-        return ""
+            result = subprocess.run(argv, capture_output=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            return f"qemu-img could not check this image within {timeout:.0f} s."
+        if result.returncode in CHECK_SOUND:
+            return ""
+        if result.returncode == CHECK_CORRUPT:
+            return "qemu-img check finds this image corrupt: repair it (qemu-img check -r all)."
+        return "qemu-img could not check this image."
 
     def _run(self, argv: list[str], what: str) -> str:
         if shutil.which(self.binary) is None:
