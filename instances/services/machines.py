@@ -318,9 +318,9 @@ def device_task_failed(task_name: str, object_id: int | list[int], message: str)
                 snapshot_id, snapshot_work.TASK_STATES[task_name], message
             )
         return
-    assert isinstance(object_id, int)
     if task_name not in DEVICE_WORK:
         return
+    assert isinstance(object_id, int)
     model, work = DEVICE_WORK[task_name]
     device = model._default_manager.select_related("instance__project").filter(pk=object_id).first()
     if device is None or device.instance is None:

@@ -39,13 +39,13 @@ def snapshots_take(snapshot_ids: list[int]) -> None:
     disk was detached meanwhile fails, saying so."""
     rows = DiskSnapshot.objects.select_related("disk__instance")
     taking = list(rows.filter(pk__in=snapshot_ids, state=SnapshotState.TAKING).order_by("pk"))
-    for snapshot in [s for s in taking if s.disk.instance is None]:
-        snapshot_failed(snapshot.pk, SnapshotState.TAKING, "The disk was detached first.")
-    taking = [s for s in taking if s.disk.instance is not None]
-    if not taking:
+    instance = next((s.disk.instance for s in taking if s.disk.instance is not None), None)
+    for snapshot in taking:  # detached meanwhile (and maybe attached to another instance)
+        if instance is None or snapshot.disk.instance_id != instance.pk:
+            snapshot_failed(snapshot.pk, SnapshotState.TAKING, "The disk was detached first.")
+    taking = [s for s in taking if instance is not None and s.disk.instance_id == instance.pk]
+    if instance is None or not taking:
         return
-    instance = taking[0].disk.instance
-    assert instance is not None
     frozen = backend_named(instance.backend).snapshot_disks(
         instance.machine_id, [s.disk.device_name for s in taking], taking[0].name
     )

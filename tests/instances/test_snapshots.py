@@ -440,3 +440,18 @@ def test_viewers_cannot_snapshot_an_instance(disks_of, viewer):
     with pytest.raises(ActionRefused):
         snapshots.instance_snapshot(instance=instance, actor=viewer, name="nightly")
     assert not DiskSnapshot.objects.exists()
+
+
+@pytest.mark.django_db
+def test_an_instance_snapshot_takes_the_disks_still_attached_and_fails_one_detached(
+    disks_of, operator
+):
+    backend, instance = disks_of(True)
+    taken = snapshots.instance_snapshot(instance=instance, actor=operator, name="nightly")
+    data = next(s for s in taken if s.disk.name == "web-1-data")
+    Disk.objects.filter(pk=data.disk_id).update(instance=None)
+    snapshot_work.snapshots_take([s.pk for s in taken])
+    root = instance.disks.get(name="web-1-root")
+    assert backend.taken == [((root.device_name,), "nightly")]
+    assert state_of(data) == (SnapshotState.FAILED, "The disk was detached first.")
+    assert state_of(next(s for s in taken if s is not data))[0] == SnapshotState.READY
