@@ -20,6 +20,12 @@ from pathlib import Path
 
 from instances.backends.base import BackendError
 
+FORWARDING_OFF = (
+    "echo 0 > /proc/sys/net/ipv4/ip_forward; "
+    "[ ! -e /proc/sys/net/ipv6/conf/all/forwarding ] || "
+    "echo 0 > /proc/sys/net/ipv6/conf/all/forwarding"
+)
+
 
 def tap_name(machine_id: str, nic_name: str) -> str:
     return "zt" + _digest(f"{machine_id}/{nic_name}")
@@ -40,6 +46,7 @@ class BridgedNetworks:
         self.namespace = namespace
         self.lock_file = lock_file
         self.ip = ip
+        self._forwarding_off = False
 
     @staticmethod
     def available() -> bool:
@@ -96,6 +103,11 @@ class BridgedNetworks:
     def _ensure_namespace(self) -> None:
         if not self._namespace_exists():
             self._run([self.ip, "netns", "add", self.namespace])
+        if not self._forwarding_off:
+            # A new namespace may copy the host's forwarding setting: with the gateways on its
+            # bridges it would then route between subnets, other projects' among them.
+            self._run([*self.exec_prefix(), "sh", "-c", FORWARDING_OFF])
+            self._forwarding_off = True
 
     def _exists(self, device: str) -> bool:
         result = subprocess.run(

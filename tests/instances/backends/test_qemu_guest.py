@@ -122,6 +122,7 @@ def seed(hostname: str, address: str, mac: str) -> CloudInitSeed:
           - name: ada
             plain_text_passwd: lovelace
             ssh_authorized_keys: ["{SSH_KEY.public_key().public_bytes(Encoding.OpenSSH, PublicFormat.OpenSSH).decode()} ada@host"]
+        ssh_pwauth: false
         runcmd:
           - echo seeded > /run/seeded
         """
@@ -338,6 +339,15 @@ def test_the_host_side_of_a_network_reaches_a_guest_over_ssh_with_its_seeded_key
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert refused.returncode != 0 and "Permission denied" in refused.stderr
+    # the seed's ssh_pwauth: false and cloud-init's default disable_root reach dropbear
+    options = run_in(backend, "alpha", "tr '\\0' ' ' </proc/$(cat /run/dropbear.pid)/cmdline")
+    assert {"-s", "-w"} <= set(options.split())
+    # its host key is on the data disk, so it is the same after a reboot
+    keys = run_in(backend, "alpha", "readlink /etc/dropbear; ls /data/.ssh-host-keys")
+    assert keys.split()[0] == "/data/.ssh-host-keys" and "dropbear_ed25519_host_key" in keys
+    # the namespace that holds the gateways routes nothing between segments
+    forwarding = [*backend.networks.exec_prefix(), "cat", "/proc/sys/net/ipv4/ip_forward"]
+    assert subprocess.run(forwarding, capture_output=True, text=True).stdout.strip() == "0"
 
 
 def test_link_down_takes_the_carrier_away_in_the_guest(backend, fleet):

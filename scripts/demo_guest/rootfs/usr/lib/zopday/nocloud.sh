@@ -112,6 +112,7 @@ ylist() {
 }
 
 istrue() { case "$1" in true|True|TRUE|yes|Yes|YES|on|On|ON|1) return 0;; esac; return 1; }
+isfalse() { case "$1" in false|False|FALSE|no|No|NO|off|Off|OFF|0) return 0;; esac; return 1; }
 
 # ---- hostname -----------------------------------------------------------
 
@@ -410,10 +411,33 @@ run_script() {  # name file: output to the console and to $LOG
     [ "$rc" = 0 ] || log "$1 exited with status $rc"
 }
 
+# ---- SSH ----------------------------------------------------------------
+# dropbear on port 22: password logins only when ssh_pwauth is not false, no
+# root login unless disable_root is false (cloud-init's defaults).  Its host
+# keys are made at the first connection (-R) and kept on the data disk when
+# there is one, so they survive a reboot.
+start_ssh() {  # flattened user-data
+    opts="-R -E -p 22 -P /run/dropbear.pid"
+    v=$(yget "$1" ssh_pwauth) || v=""
+    isfalse "$v" && opts="$opts -s"
+    v=$(yget "$1" disable_root) || v=true
+    isfalse "$v" || opts="$opts -w"
+    if grep -q ' /data ' /proc/mounts; then
+        mkdir -p /data/.ssh-host-keys
+        chmod 700 /data/.ssh-host-keys
+        rm -rf /etc/dropbear
+        ln -s /data/.ssh-host-keys /etc/dropbear
+    else
+        mkdir -p /etc/dropbear
+    fi
+    # shellcheck disable=SC2086
+    dropbear $opts 2>>/var/log/dropbear.log || log "dropbear did not start"
+}
+
 # ---- main ---------------------------------------------------------------
 
 KNOWN_KEYS=" hostname fqdn users chpasswd ssh_authorized_keys write_files runcmd bootcmd "
-# accepted without effect: /etc/hosts is always written, there is no sshd
+# ssh_pwauth and disable_root set dropbear's options; /etc/hosts is always written
 KNOWN_KEYS="$KNOWN_KEYS manage_etc_hosts preserve_hostname ssh_pwauth disable_root "
 
 apply() {
@@ -453,6 +477,7 @@ apply() {
     apply_users "$ud"
     apply_chpasswd "$ud"
     yvals "$ud" ssh_authorized_keys | add_keys root /root
+    start_ssh "$ud"
     write_files "$ud" defer
     if yhas "$ud" runcmd; then
         make_script "$ud" runcmd "$WORK/runcmd"
@@ -467,6 +492,6 @@ apply() {
 
 case "$1" in
     apply) apply "$2";;
-    default) mkdir -p "$WORK"; set_hostname zopday-demo ""; net_default;;
+    default) mkdir -p "$WORK"; set_hostname zopday-demo ""; net_default; start_ssh /dev/null;;
     *) echo "usage: $0 apply SEEDDIR | default" >&2; exit 2;;
 esac
