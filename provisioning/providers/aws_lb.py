@@ -268,7 +268,16 @@ class AwsLoadBalancer(AwsBase):
             if zone_id:
                 self._delete_record(zone_id, config)
                 if config.resources.get("hosted_zone_created") == zone_id:
-                    self.client("route53").delete_hosted_zone(Id=zone_id)
+                    try:
+                        self.client("route53").delete_hosted_zone(Id=zone_id)
+                    except ClientError as error:
+                        if error_code(error) != "HostedZoneNotEmpty":
+                            raise
+                        ctx.log(
+                            f"kept the hosted zone {zone_id}: it holds records the job did not make"
+                        )
+                    config.resources.pop("hosted_zone_created", None)
+                    ctx.save()
                 removed.append("DNS record")
         lb = self._load_balancer(ctx)
         group = self._target_group(ctx)

@@ -345,8 +345,16 @@ class GcpLoadBalancer(GcpBase):
                 self._dns("POST", f"managedZones/{zone}/changes", json={"deletions": records})
                 removed.append("DNS record")
             if config.resources.get("hosted_zone_created") == zone:
-                self._dns("DELETE", f"managedZones/{zone}")
-                removed.append("DNS zone")
+                try:
+                    self._dns("DELETE", f"managedZones/{zone}")
+                except CloudError as error:
+                    if error.code != "containerNotEmpty":
+                        raise
+                    ctx.log(f"kept the DNS zone {zone}: it holds records the job did not make")
+                else:
+                    removed.append("DNS zone")
+                config.resources.pop("hosted_zone_created", None)
+                ctx.save()
         zones = self._zone_list(config)
         steps: list[tuple[str, type, dict[str, str]]] = [
             ("forwarding rule", compute_v1.GlobalForwardingRulesClient,

@@ -213,3 +213,22 @@ def test_gcp_health_check_paths_are_url_paths(gcp, make_gcp_job, owner):
     assert raised.value.message_dict["health_check_path"][0].startswith(
         "On GCP the health check path is a URL path"
     )
+
+
+def test_the_jobs_own_zone_is_kept_when_someone_added_records_to_it(gcp, landed, owner):
+    session, base = dns(gcp)
+    [zone] = [name for name in gcp.state()["managedZones"] if landed.token in name]
+    theirs = {"name": "mail.example.com.", "type": "A", "ttl": 300, "rrdatas": ["203.0.113.9"]}
+    added = session.post(f"{base}/managedZones/{zone}/changes", json={"additions": [theirs]})
+    assert added.status_code == 200, added.text
+
+    job = job_run_inline(job_teardown(job=landed, actor=owner).pk)
+    assert job.status == JobStatus.DELETED, job.message
+    step = job.steps.get(phase="teardown", name="stepDetachLoadBalancer")
+    assert f"kept the DNS zone {zone}: it holds records the job did not make" in [
+        entry["line"] for entry in step.log
+    ]
+    listed = session.get(f"{base}/managedZones/{zone}/rrsets").json()["rrsets"]
+    assert [(r["name"], r["rrdatas"]) for r in listed if r["type"] == "A"] == [
+        ("mail.example.com.", ["203.0.113.9"])
+    ]  # theirs, and no longer the job's

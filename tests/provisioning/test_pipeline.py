@@ -262,6 +262,28 @@ def test_a_load_balancer_attached_again_gets_a_zone_under_a_new_caller_reference
     assert all(reference.startswith(f"zopday-{job.token}-zone-") for reference in references)
 
 
+def test_the_jobs_own_hosted_zone_is_kept_when_someone_added_records_to_it(aws, make_job, owner):
+    job = job_run_inline(make_job(load_balancer=True, dns_name="app.example.com").pk)
+    assert job.status == JobStatus.READY, job.message
+    route53 = raw_client(aws, "route53")
+    [zone] = route53.list_hosted_zones_by_name(DNSName="example.com.")["HostedZones"]
+    theirs = {"Name": "mail.example.com.", "Type": "A", "TTL": 300,
+              "ResourceRecords": [{"Value": "203.0.113.9"}]}  # fmt: skip
+    route53.change_resource_record_sets(
+        HostedZoneId=zone["Id"],
+        ChangeBatch={"Changes": [{"Action": "CREATE", "ResourceRecordSet": theirs}]},
+    )
+    job = job_run_inline(job_teardown(job=job, actor=owner).pk)
+    assert job.status == JobStatus.DELETED, job.message
+    step = job.steps.get(phase="teardown", name="stepDetachLoadBalancer")
+    zone_id = zone["Id"].rsplit("/", 1)[-1]
+    assert any(
+        "kept the hosted zone" in entry["line"] and zone_id in entry["line"] for entry in step.log
+    )
+    records = route53.list_resource_record_sets(HostedZoneId=zone["Id"])["ResourceRecordSets"]
+    assert [r["Name"] for r in records if r["Type"] == "A"] == ["mail.example.com."]
+
+
 def test_the_task_running_steps_outlives_their_longest_waits(settings):
     from provisioning.providers.aws_base import SETTLE_TIMEOUT
     from provisioning.tasks import advance
