@@ -2,7 +2,7 @@
 
 from instances.actions import YES, Allowed
 from instances.choices import Role
-from provisioning.choices import JOB_TRANSITIONAL, JobStatus, Phase
+from provisioning.choices import JOB_TRANSITIONAL, JobStatus, Phase, PoolMode
 from provisioning.models import ProvisioningJob
 
 VM_OPS = ("attach_lb", "detach_lb")
@@ -75,6 +75,16 @@ def health_check(job: ProvisioningJob, role: Role | None) -> Allowed:
     return YES
 
 
+def schedule(job: ProvisioningJob, role: Role | None) -> Allowed:
+    if not (allowed := _role_check(role, Role.OPERATOR)):
+        return allowed
+    if job.status != JobStatus.READY:
+        return Allowed(False, "A schedule can be set on a ready job only.")
+    if job.config.get("pool_mode") != PoolMode.FIXED:
+        return Allowed(False, "A stop schedule is for a Fixed pool: an ASG pool sets its own size.")
+    return YES
+
+
 RULES = {
     "retry": retry,
     "cancel": cancel,
@@ -82,6 +92,7 @@ RULES = {
     "attach_lb": attach_lb,
     "detach_lb": detach_lb,
     "health_check": health_check,
+    "schedule": schedule,
 }
 
 

@@ -1,8 +1,9 @@
 """Provisioning jobs over the JSON API: POST/GET /provisioning-jobs and GET/PATCH/DELETE
 /provisioning-jobs/{id}, with the same auth and error bodies as the instances API.
 
-PATCH takes `{"vmOp": "attach_lb" | "detach_lb"}`, or a new load balancer health check
-(`health_check_path`, `health_check_port`); DELETE starts the ordered teardown. Each answers 202
+PATCH takes `{"vmOp": "attach_lb" | "detach_lb"}`, a new load balancer health check
+(`health_check_path`, `health_check_port`), or a ZopNight stop schedule (`schedule`,
+`schedule_tz`); DELETE starts the ordered teardown. Each answers 202
 with the job: its steps then run on the workers.
 """
 
@@ -60,12 +61,14 @@ class JobIn(Schema):
 
 
 class JobPatchIn(Schema):
-    """One change at a time: a VM op, or the load balancer's health check (what is not given
-    stays as it is)."""
+    """One change at a time: a VM op, the load balancer's health check (what is not given
+    stays as it is), or a Fixed pool's ZopNight stop schedule."""
 
     vmOp: Text | None = None  # the product's own field name
     health_check_path: Text | None = None
     health_check_port: Number | None = None
+    schedule: str | None = None  # "weeknights-weekends", or "" to remove it
+    schedule_tz: Text | None = None
 
 
 class StepOut(Schema):
@@ -187,26 +190,42 @@ def job_get(request: HttpRequest, job_id: Id) -> dict[str, Any]:
 def job_update(request: HttpRequest, job_id: Id, payload: JobPatchIn) -> Status:
     """`{"vmOp": "attach_lb"}` adds the load balancer to a ready job, `{"vmOp": "detach_lb"}`
     removes it; `{"health_check_path": "/up", "health_check_port": 8080}` makes the load
-    balancer check the VMs there instead. The VMs are not re-provisioned."""
+    balancer check the VMs there instead. The VMs are not re-provisioned.
+    `{"schedule": "weeknights-weekends", "schedule_tz": "Europe/Paris"}` stops a Fixed pool's
+    VMs outside 08:00-20:00 on weekdays (`{"schedule": ""}` removes it)."""
     job = _job(request, job_id, Role.OPERATOR)
     check = {"health_check_path": payload.health_check_path,
              "health_check_port": payload.health_check_port}  # fmt: skip
     given = [name for name, value in check.items() if value is not None]
-    if payload.vmOp is not None and given:
-        message = "Give vmOp or a health check, not both: one change at a time."
-        raise ValidationError({name: [message] for name in ["vmOp", *given]})
+    scheduled = [name for name in ("schedule", "schedule_tz") if getattr(payload, name) is not None]
+    kinds = [
+        kind for kind in (["vmOp"] if payload.vmOp is not None else [], given, scheduled) if kind
+    ]
+    if len(kinds) > 1:
+        message = "Give vmOp, a health check or a schedule, not two of them: one change at a time."
+        raise ValidationError({name: [message] for kind in kinds for name in kind})
+    actor = request_user(request)
     if payload.vmOp is not None:
         if payload.vmOp not in VM_OPS:
             message = f"Unknown vmOp {payload.vmOp!r}: the allowed values are {', '.join(VM_OPS)}."
             return Status(400, {"detail": message, "errors": {"vmOp": [message]}})
-        jobs.job_vm_op(job=job, actor=request_user(request), op=payload.vmOp)
+        jobs.job_vm_op(job=job, actor=actor, op=payload.vmOp)
     elif given:
         jobs.job_health_check_set(
-            job=job, actor=request_user(request), path=payload.health_check_path,
+            job=job, actor=actor, path=payload.health_check_path,
             port=payload.health_check_port,
         )  # fmt: skip
+    elif scheduled:
+        if payload.schedule is None:
+            raise ValidationError({"schedule": ["Give the schedule with its time zone."]})
+        jobs.job_schedule_set(
+            job=job, actor=actor, schedule=payload.schedule, tz=payload.schedule_tz or "UTC"
+        )
     else:
-        message = f"Give vmOp ({', '.join(VM_OPS)}), or health_check_path and/or health_check_port."
+        message = (
+            f"Give vmOp ({', '.join(VM_OPS)}), health_check_path and/or health_check_port, or "
+            "schedule (with schedule_tz)."
+        )
         raise ValidationError({"vmOp": [message]})
     return Status(202, _out(_jobs().get(pk=job.pk), request))
 

@@ -15,6 +15,7 @@ from provisioning.choices import (
 )
 from provisioning.infra import InfraConfig
 from provisioning.prices import prices_for
+from provisioning.schedules import SCHEDULES
 from provisioning.validation import (
     REGIONS,
     health_check_path_error,
@@ -216,3 +217,11 @@ class CloudAccountForm(forms.Form):
         help_text="Leave empty for the key's own project.",
     )  # fmt: skip
     endpoint_url = forms.URLField(label="Endpoint URL", required=False, assume_scheme="https")
+
+
+class ScheduleForm(forms.Form):
+    """A Fixed pool's ZopNight stop schedule (provisioning.schedules)."""
+
+    schedule = forms.ChoiceField(label="Stop schedule", choices=list(SCHEDULES.items()),
+                                 required=False)  # fmt: skip
+    schedule_tz = forms.CharField(label="Time zone", max_length=64, initial="UTC")

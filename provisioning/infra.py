@@ -53,6 +53,11 @@ class InfraConfig:
     service_port: int = 0
     dns_name: str = ""
     exec_mode: str = ExecMode.SSM
+    # A ZopNight stop schedule for a Fixed pool ("" = runs 24×7; provisioning.schedules), in
+    # the time zone schedule_tz; schedule_applied is what it last did: "on", "off" or "".
+    schedule: str = ""
+    schedule_tz: str = "UTC"
+    schedule_applied: str = ""
     # What the steps made: resource kind → id (vpc, private_subnet, nat_gateway, ...).
     resources: dict[str, str] = field(default_factory=dict)
     created_network: bool = False

@@ -3,7 +3,7 @@
 from celery import shared_task
 from django.conf import settings
 
-from provisioning import pipeline
+from provisioning import pipeline, schedules
 from provisioning.services import vms
 
 
@@ -32,3 +32,9 @@ def refresh_vms() -> list[int]:
     """Periodic: read the state of landed jobs' VMs back from the cloud (each job is claimed, so
     overlapping runs never refresh it twice)."""
     return vms.jobs_refresh_vms()
+
+
+@shared_task(name="provisioning.apply_schedules")
+def apply_schedules() -> list[int]:
+    """Periodic: stop or start Fixed pools whose ZopNight schedule reached an edge."""
+    return schedules.schedules_apply()

@@ -27,11 +27,12 @@ from provisioning.choices import (
     PoolMode,
     Provider,
 )
-from provisioning.forms import STEP_NAMES, STEPS, CloudAccountForm, HealthCheckForm
+from provisioning.forms import STEP_NAMES, STEPS, CloudAccountForm, HealthCheckForm, ScheduleForm
 from provisioning.infra import InfraConfig
 from provisioning.models import CloudAccount, ProvisioningJob
 from provisioning.pipeline import LB_STEPS, steps_for
 from provisioning.prices import estimate, prices_for
+from provisioning.schedules import SCHEDULES
 from provisioning.services import jobs
 from provisioning.services.accounts import account_check, account_create
 
@@ -280,7 +281,10 @@ def job_detail(request: AuthedRequest, project_slug: str, pk: int) -> HttpRespon
 
 
 def _job_context(
-    job: ProvisioningJob, role: Role, health_form: HealthCheckForm | None = None
+    job: ProvisioningJob,
+    role: Role,
+    health_form: HealthCheckForm | None = None,
+    schedule_form: ScheduleForm | None = None,
 ) -> dict[str, Any]:
     steps = list(job.steps.all())
     allowed = actions.job_allowed_actions(job, role)
@@ -291,12 +295,19 @@ def _job_context(
                      "health_check_port": config.health_check_port},
             auto_id="health-%s",
         )  # fmt: skip
+    if schedule_form is None:
+        schedule_form = ScheduleForm(
+            initial={"schedule": config.schedule, "schedule_tz": config.schedule_tz},
+            auto_id="schedule-%s",
+        )
     return {
         "project": job.project,
         "job": job,
         "steps": steps,
         "config": config,
         "health_form": health_form,
+        "schedule_form": schedule_form,
+        "schedule_label": SCHEDULES.get(config.schedule, config.schedule),
         "allowed": allowed,
         "transitional": job.status in JOB_TRANSITIONAL,
         "colours": STATUS_COLOURS,
@@ -335,6 +346,8 @@ def job_action(request: AuthedRequest, project_slug: str, pk: int, action: str) 
         return question_page(request, "teardown", job, back=url)
     if action == "health_check":
         return _health_check(request, job, role, url)
+    if action == "schedule":
+        return _schedule(request, job, role, url)
     services = {
         "retry": lambda: jobs.job_retry(job=job, actor=request.user),
         "cancel": lambda: jobs.job_cancel(job=job, actor=request.user),
@@ -369,6 +382,25 @@ def _health_check(
         else:
             return redirect(url)
     return render(request, "provisioning/job_detail.html", _job_context(job, role, form))
+
+
+def _schedule(request: AuthedRequest, job: ProvisioningJob, role: Role, url: str) -> HttpResponse:
+    """A Fixed pool's stop schedule; a mistake comes back at its field."""
+    form = ScheduleForm(request.POST, auto_id="schedule-%s")
+    if form.is_valid():
+        try:
+            jobs.job_schedule_set(
+                job=job, actor=request.user, schedule=form.cleaned_data["schedule"],
+                tz=form.cleaned_data["schedule_tz"],
+            )  # fmt: skip
+        except ActionRefused as error:
+            return _refused(request, error.message, url)
+        except ValidationError as error:
+            apply_errors(error, form, {})
+        else:
+            return redirect(url)
+    context = _job_context(job, role, schedule_form=form)
+    return render(request, "provisioning/job_detail.html", context)
 
 
 def _refused(request: AuthedRequest, reason: str, url: str) -> HttpResponse:

@@ -338,3 +338,8 @@ CELERY_BEAT_SCHEDULE["refresh-provisioned-vms"] = {
     "schedule": float(ZOPDAY_PROVISIONING_VM_REFRESH_SECONDS),
     "options": {"expires": ZOPDAY_PROVISIONING_VM_REFRESH_SECONDS},
 }
+CELERY_BEAT_SCHEDULE["apply-vm-schedules"] = {  # ZopNight schedules act at their edges
+    "task": "provisioning.apply_schedules",
+    "schedule": 60.0,
+    "options": {"expires": 60},
+}

@@ -16,7 +16,7 @@ from instances.actions import Allowed, require
 from instances.choices import Role
 from instances.models import Project
 from instances.services import audit_record
-from provisioning import actions
+from provisioning import actions, schedules
 from provisioning.choices import JOB_TRANSITIONAL, RUNNING_STATUS, JobStatus, Phase, StepStatus
 from provisioning.infra import InfraConfig
 from provisioning.models import CloudAccount, ProvisioningJob
@@ -164,6 +164,26 @@ def job_health_check_set(
         audit_record(
             actor=actor, action="provisioning.health_check", project=job.project, target=job,
             message=f"GET {path} on {port}",
+        )  # fmt: skip
+    return job
+
+
+def job_schedule_set(
+    *, job: ProvisioningJob, actor: AbstractBaseUser, schedule: str, tz: str = "UTC"
+) -> ProvisioningJob:
+    """Attach a ZopNight stop schedule to a ready Fixed pool, or remove it (""): the next
+    pass of the schedules (each minute) brings the VMs to what it calls for now, then acts at
+    each of its edges. Removing it leaves the VMs as they are."""
+    schedule, tz = schedules.validated(schedule, tz)
+    with transaction.atomic():
+        job = _claimed(job, actor, actions.schedule)
+        config = InfraConfig.from_json(job.config)
+        config.schedule, config.schedule_tz, config.schedule_applied = schedule, tz, ""
+        job.config = config.to_json()
+        job.save(update_fields=["config", "updated_at"])
+        audit_record(
+            actor=actor, action="provisioning.schedule", project=job.project, target=job,
+            message=f"{schedules.SCHEDULES[schedule]} ({tz})" if schedule else "removed",
         )  # fmt: skip
     return job
 

@@ -100,7 +100,10 @@ def test_a_bad_health_check_is_refused_at_its_fields_and_changes_nothing(aws, ap
     assert both.status_code == 422 and set(both.json()["errors"]) == {"vmOp", "health_check_port"}
     nothing = api.patch(url, {})
     assert nothing.status_code == 422
-    assert "Give vmOp (attach_lb, detach_lb), or health_check_path" in nothing.json()["detail"]
+    assert (
+        "Give vmOp (attach_lb, detach_lb), health_check_path and/or health_check_port, or schedule"
+        in nothing.json()["detail"]
+    )
     landed.refresh_from_db()
     assert landed.status == JobStatus.READY and landed.config["health_check_path"] == "/healthz"
     assert target_group(aws)["HealthCheckPath"] == "/healthz"
