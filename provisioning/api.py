@@ -58,6 +58,8 @@ class JobIn(Schema):
     health_check_port: Number = 80
     dns_name: Text = ""
     exec_mode: Text = ""  # the provider's: SSM, OSConfig
+    schedule: str = ""  # "weeknights-weekends": a ZopNight stop schedule (Fixed pools)
+    schedule_tz: Text = "UTC"
 
 
 class JobPatchIn(Schema):

@@ -17,6 +17,7 @@ from provisioning.choices import (
 from provisioning.infra import InfraConfig
 from provisioning.prices import prices_for
 from provisioning.providers.azure import AZURE_INVALID
+from provisioning.schedules import schedule_errors
 
 NAME = re.compile(r"^[a-z]([a-z0-9-]{0,28}[a-z0-9])?$")
 REGIONS: dict[str, tuple[re.Pattern[str], str]] = {
@@ -172,6 +173,17 @@ def load_balancer_errors(config: InfraConfig) -> dict[str, str]:
     return errors
 
 
+def stop_schedule_errors(config: InfraConfig) -> dict[str, str]:
+    if not config.schedule:
+        return {}
+    errors = schedule_errors(config.schedule, config.schedule_tz)
+    if config.pool_mode != PoolMode.FIXED:
+        errors.setdefault(
+            "schedule", "A stop schedule is for a Fixed pool: an ASG pool sets its own size."
+        )
+    return errors
+
+
 def config_errors(config: InfraConfig) -> dict[str, str]:
     return {
         **provider_errors(config.provider),
@@ -179,6 +191,7 @@ def config_errors(config: InfraConfig) -> dict[str, str]:
         **machine_errors(config),
         **network_errors(config),
         **load_balancer_errors(config),
+        **stop_schedule_errors(config),
     }
 
 

@@ -32,7 +32,7 @@ from provisioning.infra import InfraConfig
 from provisioning.models import CloudAccount, ProvisioningJob
 from provisioning.pipeline import LB_STEPS, steps_for
 from provisioning.prices import estimate, prices_for
-from provisioning.schedules import SCHEDULES
+from provisioning.schedules import SCHEDULES, WEEKNIGHTS_AND_WEEKENDS
 from provisioning.services import jobs
 from provisioning.services.accounts import account_check, account_create
 
@@ -234,17 +234,23 @@ def _review(request: AuthedRequest, project: Project, draft: dict[str, Any]) -> 
     if account is None:
         return _go(request, project, "provider")
     errors: list[str] = []
+    schedule_problems: list[str] = []
     if request.method == "POST":
         if request.POST.get("action") == "back":
             return _go(request, project, STEP_NAMES[-2])
         config.region = config.region or account.default_region
+        if request.POST.get("schedule") == WEEKNIGHTS_AND_WEEKENDS:
+            config.schedule = WEEKNIGHTS_AND_WEEKENDS
+            config.schedule_tz = request.POST.get("schedule_tz", "").strip() or "UTC"
         try:
             job = jobs.job_create(
                 project=project, account=account, actor=request.user,
                 name=draft["values"]["name"], config=config,
             )  # fmt: skip
         except ValidationError as error:
-            errors = error.messages
+            fields = error.message_dict if hasattr(error, "error_dict") else {}
+            schedule_problems = fields.get("schedule", []) + fields.get("schedule_tz", [])
+            errors = [m for m in error.messages if m not in schedule_problems]
         except ActionRefused as error:
             errors = [error.message]
         else:
@@ -262,6 +268,7 @@ def _review(request: AuthedRequest, project: Project, draft: dict[str, Any]) -> 
         "review",
         {"config": config, "account": account, "name": draft["values"]["name"],
          "plan": _plan(config), "steps": steps_for("provision", config), "cost": cost,
+         "schedule_errors": schedule_problems,
          "prices": prices_for(config.provider),
          "errors": errors, "lb_steps": LB_STEPS},
     )  # fmt: skip

@@ -11,9 +11,11 @@ from instances.errors import ActionRefused
 from instances.models import AuditEvent, Instance
 from provisioning.choices import JobStatus
 from provisioning.infra import InfraConfig
+from provisioning.models import ProvisioningJob
 from provisioning.pipeline import job_run_inline
 from provisioning.schedules import WEEKNIGHTS_AND_WEEKENDS, scheduled_on, schedules_apply
 from provisioning.services.jobs import job_schedule_set
+from tests.provisioning.wizard import url, walk
 
 pytestmark = pytest.mark.django_db
 
@@ -148,3 +150,32 @@ def test_the_job_page_sets_the_schedule_and_says_what_is_wrong_at_the_field(
         .text
     )
     assert "Stopped on weeknights and weekends" in done and "(Europe/Paris)" in done
+
+
+def test_the_wizard_attaches_the_schedule_to_a_fixed_pool_and_checks_its_time_zone(
+    client_for, account
+):
+    client = client_for("operator")
+    walk(client, account)
+    review = client.get(url("review")).text
+    assert 'name="schedule" value="weeknights-weekends"' in review
+    wrong = client.post(url("review"), {"action": "create", "schedule": WEEKNIGHTS_AND_WEEKENDS,
+                                         "schedule_tz": "Nowhere"}).text  # fmt: skip
+    assert 'id="schedule_tz-error">&#x27;Nowhere&#x27; is not a time zone' in wrong
+    assert 'value="Nowhere"' in wrong and not ProvisioningJob.objects.exists()
+    created = client.post(url("review"), {"action": "create", "schedule": WEEKNIGHTS_AND_WEEKENDS,
+                                           "schedule_tz": "Europe/Paris"})  # fmt: skip
+    assert created.status_code == 302
+    config = InfraConfig.from_json(ProvisioningJob.objects.get().config)
+    assert (config.schedule, config.schedule_tz) == (WEEKNIGHTS_AND_WEEKENDS, "Europe/Paris")
+
+
+def test_an_asg_pool_asked_for_with_a_schedule_is_refused_at_the_field(api_for, account):
+    body = {"project": "alpha", "account": account.pk, "name": "pool", "pool_mode": "ASG",
+            "asg_max": 2, "schedule": WEEKNIGHTS_AND_WEEKENDS}  # fmt: skip
+    response = api_for("operator").post("/provisioning-jobs", body)
+    assert response.status_code == 422
+    assert response.json()["errors"] == {
+        "schedule": ["A stop schedule is for a Fixed pool: an ASG pool sets its own size."]
+    }
+    assert not ProvisioningJob.objects.exists()
