@@ -51,6 +51,8 @@ def attach_lb(job: ProvisioningJob, role: Role | None) -> Allowed:
         return Allowed(False, "A load balancer can be attached to a ready job only.")
     if job.config.get("load_balancer"):
         return Allowed(False, "The job already has a load balancer.")
+    if job.config.get("schedule_applied") == "off":  # a stopped VM cannot be a target
+        return Allowed(False, "The stop schedule has the VMs stopped: attach it in their hours.")
     return YES
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from ninja import Query, Router, Schema
+from ninja import Field, Query, Router, Schema
 from ninja.responses import Status
 
 from instances.access import object_for_user, project_role
@@ -58,7 +58,7 @@ class JobIn(Schema):
     health_check_port: Number = 80
     dns_name: Text = ""
     exec_mode: Text = ""  # the provider's: SSM, OSConfig
-    schedule: str = ""  # "weeknights-weekends": a ZopNight stop schedule (Fixed pools)
+    schedule: str = Field("", max_length=40)  # "weeknights-weekends": a stop schedule (Fixed)
     schedule_tz: Text = "UTC"
 
 
@@ -69,8 +69,8 @@ class JobPatchIn(Schema):
     vmOp: Text | None = None  # the product's own field name
     health_check_path: Text | None = None
     health_check_port: Number | None = None
-    schedule: str | None = None  # "weeknights-weekends", or "" to remove it
-    schedule_tz: Text | None = None
+    schedule: str | None = Field(None, max_length=40)  # "weeknights-weekends"; "" removes it
+    schedule_tz: Text | None = None  # alone: the schedule's new time zone
 
 
 class StepOut(Schema):
@@ -218,11 +218,10 @@ def job_update(request: HttpRequest, job_id: Id, payload: JobPatchIn) -> Status:
             port=payload.health_check_port,
         )  # fmt: skip
     elif scheduled:
-        if payload.schedule is None:
-            raise ValidationError({"schedule": ["Give the schedule with its time zone."]})
-        jobs.job_schedule_set(
-            job=job, actor=actor, schedule=payload.schedule, tz=payload.schedule_tz or "UTC"
-        )
+        schedule = payload.schedule
+        if schedule is None:  # a new time zone for the schedule the job has
+            schedule = InfraConfig.from_json(job.config).schedule
+        jobs.job_schedule_set(job=job, actor=actor, schedule=schedule, tz=payload.schedule_tz)
     else:
         message = (
             f"Give vmOp ({', '.join(VM_OPS)}), health_check_path and/or health_check_port, or "

@@ -3,8 +3,8 @@
 from celery import shared_task
 from django.conf import settings
 
-from provisioning import pipeline, schedules
-from provisioning.services import vms
+from provisioning import pipeline
+from provisioning.services import schedules, vms
 
 
 @shared_task(

@@ -174,9 +174,10 @@ def load_balancer_errors(config: InfraConfig) -> dict[str, str]:
 
 
 def stop_schedule_errors(config: InfraConfig) -> dict[str, str]:
-    if not config.schedule:
-        return {}
+    config.schedule_tz = config.schedule_tz.strip() or "UTC"
     errors = schedule_errors(config.schedule, config.schedule_tz)
+    if not config.schedule:
+        return errors
     if config.pool_mode != PoolMode.FIXED:
         errors.setdefault(
             "schedule", "A stop schedule is for a Fixed pool: an ASG pool sets its own size."

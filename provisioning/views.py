@@ -249,7 +249,8 @@ def _review(request: AuthedRequest, project: Project, draft: dict[str, Any]) -> 
             )  # fmt: skip
         except ValidationError as error:
             fields = error.message_dict if hasattr(error, "error_dict") else {}
-            schedule_problems = fields.get("schedule", []) + fields.get("schedule_tz", [])
+            if config.pool_mode == PoolMode.FIXED:  # shown at the schedule's fields
+                schedule_problems = fields.get("schedule", []) + fields.get("schedule_tz", [])
             errors = [m for m in error.messages if m not in schedule_problems]
         except ActionRefused as error:
             errors = [error.message]
@@ -393,6 +394,8 @@ def _health_check(
 
 def _schedule(request: AuthedRequest, job: ProvisioningJob, role: Role, url: str) -> HttpResponse:
     """A Fixed pool's stop schedule; a mistake comes back at its field."""
+    if not (allowed := actions.schedule(job, role)):  # before reading what was posted
+        return _refused(request, allowed.reason, url)
     form = ScheduleForm(request.POST, auto_id="schedule-%s")
     if form.is_valid():
         try:

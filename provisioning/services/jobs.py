@@ -169,16 +169,19 @@ def job_health_check_set(
 
 
 def job_schedule_set(
-    *, job: ProvisioningJob, actor: AbstractBaseUser, schedule: str, tz: str = "UTC"
+    *, job: ProvisioningJob, actor: AbstractBaseUser, schedule: str, tz: str | None = None
 ) -> ProvisioningJob:
-    """Attach a ZopNight stop schedule to a ready Fixed pool, or remove it (""): the next
-    pass of the schedules (each minute) brings the VMs to what it calls for now, then acts at
-    each of its edges. Removing it leaves the VMs as they are."""
-    schedule, tz = schedules.validated(schedule, tz)
+    """Attach a ZopNight stop schedule to a ready Fixed pool (in time zone tz; None keeps the
+    job's), or remove it (""). A new schedule acts at the next pass (each minute), bringing the
+    VMs to what it calls for now; a changed time zone acts at its next edge only, and removing
+    the schedule leaves the VMs as they are."""
     with transaction.atomic():
         job = _claimed(job, actor, actions.schedule)
         config = InfraConfig.from_json(job.config)
-        config.schedule, config.schedule_tz, config.schedule_applied = schedule, tz, ""
+        schedule, tz = schedules.validated(schedule, config.schedule_tz if tz is None else tz)
+        if schedule != config.schedule:
+            config.schedule_applied = ""
+        config.schedule, config.schedule_tz = schedule, tz
         job.config = config.to_json()
         job.save(update_fields=["config", "updated_at"])
         audit_record(

@@ -13,8 +13,9 @@ from provisioning.choices import JobStatus
 from provisioning.infra import InfraConfig
 from provisioning.models import ProvisioningJob
 from provisioning.pipeline import job_run_inline
-from provisioning.schedules import WEEKNIGHTS_AND_WEEKENDS, scheduled_on, schedules_apply
+from provisioning.schedules import WEEKNIGHTS_AND_WEEKENDS, scheduled_on
 from provisioning.services.jobs import job_schedule_set
+from provisioning.services.schedules import schedules_apply
 from tests.provisioning.wizard import url, walk
 
 pytestmark = pytest.mark.django_db
@@ -179,3 +180,58 @@ def test_an_asg_pool_asked_for_with_a_schedule_is_refused_at_the_field(api_for, 
         "schedule": ["A stop schedule is for a Fixed pool: an ASG pool sets its own size."]
     }
     assert not ProvisioningJob.objects.exists()
+
+
+def test_a_vm_between_two_states_at_an_edge_is_asked_again_at_the_next_pass(
+    landed, operator, django_capture_on_commit_callbacks
+):
+    job_schedule_set(job=landed, actor=operator, schedule=WEEKNIGHTS_AND_WEEKENDS, tz="UTC")
+    Instance.objects.filter(name="web-2").update(power_state=PowerState.STARTING)
+    with django_capture_on_commit_callbacks() as sent:
+        assert schedules_apply(SATURDAY_NOON) == [landed.pk]
+    assert len(sent) == 1  # web-1 only
+    event = AuditEvent.objects.filter(action="provisioning.schedule").latest("pk")
+    assert event.message == (
+        "ZopNight schedule: shut down web-1; web-2 between two states, asked again in a minute"
+    )
+    landed.refresh_from_db()
+    assert InfraConfig.from_json(landed.config).schedule_applied == ""  # the edge is not done
+    Instance.objects.filter(name="web-2").update(power_state=PowerState.RUNNING)
+    with django_capture_on_commit_callbacks() as sent:
+        assert schedules_apply(SATURDAY_NOON) == [landed.pk]
+    assert len(sent) == 1 and Instance.objects.get(name="web-2").power_state == "stopping"
+    landed.refresh_from_db()
+    assert InfraConfig.from_json(landed.config).schedule_applied == "off"
+
+
+def test_saving_the_schedule_again_or_its_time_zone_alone_does_not_fire_it_again(
+    landed, operator, api_for
+):
+    job_schedule_set(job=landed, actor=operator, schedule=WEEKNIGHTS_AND_WEEKENDS,
+                     tz="Europe/Paris")  # fmt: skip
+    schedules_apply(SATURDAY_NOON)
+    instances_of(landed).update(power_state=PowerState.RUNNING)  # started by hand for the evening
+    api = api_for("operator")
+    url = f"/provisioning-jobs/{landed.pk}"
+    assert api.patch(url, {"schedule": WEEKNIGHTS_AND_WEEKENDS}).status_code == 202
+    assert api.patch(url, {"schedule_tz": "Europe/Berlin"}).status_code == 202
+    landed.refresh_from_db()
+    config = InfraConfig.from_json(landed.config)
+    assert (config.schedule_tz, config.schedule_applied) == ("Europe/Berlin", "off")
+    assert schedules_apply(SATURDAY_NOON) == []
+    assert [i.power_state for i in instances_of(landed)] == [PowerState.RUNNING] * 2
+
+
+def test_a_viewer_posting_a_schedule_is_forbidden_whatever_it_says(client_for, landed, project):
+    action = f"/projects/{project.slug}/provisioning/jobs/{landed.pk}/schedule/"
+    response = client_for("viewer").post(action, {"schedule": "x", "schedule_tz": "Nowhere"})
+    assert response.status_code == 403
+
+
+def test_no_load_balancer_is_attached_while_the_schedule_has_the_vms_stopped(landed, operator):
+    from provisioning.services.jobs import job_vm_op
+
+    job_schedule_set(job=landed, actor=operator, schedule=WEEKNIGHTS_AND_WEEKENDS, tz="UTC")
+    schedules_apply(SATURDAY_NOON)
+    with pytest.raises(ActionRefused, match="The stop schedule has the VMs stopped"):
+        job_vm_op(job=landed, actor=operator, op="attach_lb")
