@@ -103,7 +103,9 @@ def test_start_applies_the_seed_and_acpi_shutdown_powers_the_guest_off(
     assert any("10.88.0.10/24" in iface.addresses for iface in facts.interfaces)
     assert vm.nics.get().carrier == CarrierState.UP
     guest_reports_all()  # the periodic ask, through the host's worker
-    report = wait_for(lambda: GuestReport.objects.filter(instance=vm).first(), "a guest report")
+    # the row is made when the host asks, and filled in when the agent answers
+    answered = GuestReport.objects.filter(instance=vm).exclude(reported_at=None, error="")
+    report = wait_for(answered.first, "a guest report")
     assert report.hostname == "seeded-vm" and report.memory_total_kb > 0, report.error
     overview = client_for("viewer").get(f"/projects/alpha/instances/{vm.pk}/").content.decode()
     assert "10.88.0.10/24" in overview and "Memory: " in overview

@@ -419,9 +419,11 @@ def test_an_instance_snapshot_whose_name_one_disk_has_makes_nothing(disks_of, op
 
 @pytest.mark.django_db(transaction=True)  # the task's end closes the connection, as in a worker
 def test_an_instance_snapshot_that_fails_fails_on_every_disk_and_a_retry_takes_them(
-    disks_of, operator
+    disks_of, operator, monkeypatch
 ):
     backend, instance = disks_of(BackendError(NO_SPACE))
+    # the task runs here, not on a worker of the session that may be listening on the queue
+    monkeypatch.setattr(snapshots, "enqueue_host_task", lambda *args, **kwargs: None)
     taken = snapshots.instance_snapshot(instance=instance, actor=operator, name="nightly")
     assert tasks.instance_snapshot.apply(args=[[s.pk for s in taken]]).failed()
     assert [state_of(s) for s in taken] == [(SnapshotState.FAILED, NO_SPACE)] * 2
