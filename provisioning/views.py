@@ -1,7 +1,9 @@
 """Pages: the jobs list, the wizard, the review with its cost, live progress, cloud accounts."""
 
+from collections.abc import Callable
 from typing import Any
 
+from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -12,6 +14,7 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from instances.access import object_for_user, project_for_user
+from instances.actions import Allowed
 from instances.choices import Role
 from instances.confirm import question_page
 from instances.errors import ActionRefused
@@ -291,8 +294,8 @@ def job_detail(request: AuthedRequest, project_slug: str, pk: int) -> HttpRespon
 def _job_context(
     job: ProvisioningJob,
     role: Role,
-    health_form: HealthCheckForm | None = None,
-    schedule_form: ScheduleForm | None = None,
+    health_form: forms.Form | None = None,
+    schedule_form: forms.Form | None = None,
 ) -> dict[str, Any]:
     steps = list(job.steps.all())
     allowed = actions.job_allowed_actions(job, role)
@@ -353,9 +356,24 @@ def job_action(request: AuthedRequest, project_slug: str, pk: int, action: str) 
             return _refused(request, allowed.reason, url)
         return question_page(request, "teardown", job, back=url)
     if action == "health_check":
-        return _health_check(request, job, role, url)
+        return _job_form(
+            request, job, role, actions.health_check,
+            HealthCheckForm(request.POST, auto_id="health-%s"),
+            lambda data: jobs.job_health_check_set(
+                job=job, actor=request.user, path=data["health_check_path"],
+                port=data["health_check_port"],
+            ),
+            "health_form",
+        )  # fmt: skip
     if action == "schedule":
-        return _schedule(request, job, role, url)
+        return _job_form(
+            request, job, role, actions.schedule,
+            ScheduleForm(request.POST, auto_id="schedule-%s"),
+            lambda data: jobs.job_schedule_set(
+                job=job, actor=request.user, schedule=data["schedule"], tz=data["schedule_tz"]
+            ),
+            "schedule_form",
+        )  # fmt: skip
     services = {
         "retry": lambda: jobs.job_retry(job=job, actor=request.user),
         "cancel": lambda: jobs.job_cancel(job=job, actor=request.user),
@@ -372,44 +390,30 @@ def job_action(request: AuthedRequest, project_slug: str, pk: int, action: str) 
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
 
-def _health_check(
-    request: AuthedRequest, job: ProvisioningJob, role: Role, url: str
+def _job_form(
+    request: AuthedRequest,
+    job: ProvisioningJob,
+    role: Role,
+    rule: Callable[[ProvisioningJob, Role | None], Allowed],
+    form: forms.Form,
+    save: Callable[[dict[str, Any]], object],
+    shown_as: str,
 ) -> HttpResponse:
-    """The load balancer's new health check; a mistake comes back at its field."""
-    form = HealthCheckForm(request.POST, auto_id="health-%s")
-    if form.is_valid():
-        try:
-            jobs.job_health_check_set(
-                job=job, actor=request.user, path=form.cleaned_data["health_check_path"],
-                port=form.cleaned_data["health_check_port"],
-            )  # fmt: skip
-        except ActionRefused as error:
-            return _refused(request, error.message, url)
-        except ValidationError as error:
-            apply_errors(error, form, {})
-        else:
-            return redirect(url)
-    return render(request, "provisioning/job_detail.html", _job_context(job, role, form))
-
-
-def _schedule(request: AuthedRequest, job: ProvisioningJob, role: Role, url: str) -> HttpResponse:
-    """A Fixed pool's stop schedule; a mistake comes back at its field."""
-    if not (allowed := actions.schedule(job, role)):  # before reading what was posted
+    """One of the job page's own forms (the health check, the stop schedule): the rule first,
+    before what was posted is read; then the service; a mistake comes back at its field."""
+    url = reverse("provisioning-job-detail", args=[job.project.slug, job.pk])
+    if not (allowed := rule(job, role)):
         return _refused(request, allowed.reason, url)
-    form = ScheduleForm(request.POST, auto_id="schedule-%s")
     if form.is_valid():
         try:
-            jobs.job_schedule_set(
-                job=job, actor=request.user, schedule=form.cleaned_data["schedule"],
-                tz=form.cleaned_data["schedule_tz"],
-            )  # fmt: skip
+            save(form.cleaned_data)
         except ActionRefused as error:
             return _refused(request, error.message, url)
         except ValidationError as error:
             apply_errors(error, form, {})
         else:
             return redirect(url)
-    context = _job_context(job, role, schedule_form=form)
+    context = _job_context(job, role, **{shown_as: form})
     return render(request, "provisioning/job_detail.html", context)
 
 
