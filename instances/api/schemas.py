@@ -336,6 +336,9 @@ class GuestInterfaceOut(Schema):
     name: str
     mac: str
     addresses: list[str] = Field(description='As the guest has them, e.g. "10.0.0.5/24".')
+    carrier: bool | None = Field(
+        None, description="Whether the guest's driver sees a carrier; null when it does not say."
+    )
 
 
 class GuestFilesystemOut(Schema):

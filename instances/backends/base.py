@@ -120,6 +120,7 @@ class GuestInterface:
     name: str
     mac: str
     addresses: tuple[str, ...]  # "10.0.0.5/24"
+    carrier: bool | None = None  # as the guest's driver sees it; None: it did not say
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
 import ipaddress
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -6,6 +7,9 @@ from django.db import models
 
 from instances.choices import CarrierState, IpMode, LinkState, NicModel
 from instances.validators import parse_network, validate_dns_label, validate_mac
+
+if TYPE_CHECKING:
+    from instances.models.guest import GuestReport
 
 
 class Subnet(models.Model):
@@ -147,6 +151,8 @@ class NetworkInterface(models.Model):
     carrier = models.CharField(
         max_length=8, choices=CarrierState.choices, default=CarrierState.STOPPED
     )
+    # when the hypervisor last set the link: a guest's report from before it no longer counts
+    link_changed_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["instance", "index"]
@@ -164,6 +170,22 @@ class NetworkInterface(models.Model):
     @property
     def primary(self) -> bool:
         return self.index == 0
+
+    def carrier_seen(self, host_up: bool, report: "GuestReport | None") -> CarrierState:
+        """The carrier of the running instance's NIC as the hypervisor and the guest report it:
+        down when either side says so. The guest's word counts from a report of its current
+        run made after the link was last set; a guest that does not say leaves the host's."""
+        if not host_up:
+            return CarrierState.DOWN
+        if report is None or not report.current_for(self.instance):
+            return CarrierState.UP
+        assert report.reported_at is not None  # current_for says so
+        if self.link_changed_at is not None and report.reported_at < self.link_changed_at:
+            return CarrierState.UP
+        for interface in report.interfaces:
+            if str(interface.get("mac", "")).lower() == self.mac.lower():
+                return CarrierState.DOWN if interface.get("carrier") is False else CarrierState.UP
+        return CarrierState.UP
 
 
 class IPLease(models.Model):

@@ -71,6 +71,7 @@ def _kept(facts: GuestFacts) -> dict[str, Any]:
                 "name": _text(interface.name),
                 "mac": _text(interface.mac),
                 "addresses": [_text(address) for address in interface.addresses[:MAX_ITEMS]],
+                "carrier": interface.carrier if isinstance(interface.carrier, bool) else None,
             }
             for interface in facts.interfaces[:MAX_ITEMS]
         ],

@@ -281,7 +281,7 @@ def machine_set_link(nic_id: int) -> None:
             return  # not in the running machine: its carrier is read at the next start
         applied = up
         NetworkInterface.objects.filter(pk=nic_id).update(
-            carrier=CarrierState.UP if up else CarrierState.DOWN
+            carrier=CarrierState.UP if up else CarrierState.DOWN, link_changed_at=timezone.now()
         )
 
 

@@ -14,14 +14,13 @@ from instances.backends.base import BackendError, ExitKind, Power
 from instances.choices import (
     AUTO_RESTART_STRATEGIES,
     POWER_TRANSITIONAL,
-    CarrierState,
     LastExit,
     LinkState,
     Outcome,
     PowerState,
     RunStrategy,
 )
-from instances.models import Instance, NetworkInterface
+from instances.models import GuestReport, Instance, NetworkInterface
 from instances.services.audit import audit_record
 from instances.services.machines import SHUTDOWN_TIMEOUT, machine_set_link, settle
 from instances.services.queueing import enqueue_host_task
@@ -53,8 +52,9 @@ def reconcile_host(host: str) -> None:
     2. Stopped in the database, running in reality (adopted after a restart): mark it running;
        under Halted, stop it.
     3. Stuck in a transitional state (its worker died): settle it from what the backend reports.
-    4. Running in both: refresh the carrier state of its NICs, and apply a link state the
-       user changed while it started (the link's own task found it not yet running).
+    4. Running in both: refresh the carrier state of its NICs (the link the backend set, and
+       what the guest agent last reported), and apply a link state the user changed while it
+       started (the link's own task found it not yet running).
     5. Snapshots whose work did not finish in time fail, saying so.
     """
     stuck_before = timezone.now() - timedelta(seconds=STUCK_AFTER_SECONDS)
@@ -104,6 +104,7 @@ def _reconcile(instance: Instance, stuck_before: datetime) -> None:
         )
         settle(instance.pk, state, settled, message, since=instance.state_changed_at)
     elif state == PowerState.RUNNING and status.links:
+        report = GuestReport.objects.filter(instance=instance).first()
         for nic in instance.nics.all():
             if nic.name not in status.links:  # added while it runs: plugged at the next start
                 continue
@@ -111,7 +112,7 @@ def _reconcile(instance: Instance, stuck_before: datetime) -> None:
             if up != (nic.link_desired == LinkState.UP):  # changed while it started: apply it
                 machine_set_link(nic.pk)  # in this pass: a task queued each pass would pile up
                 continue
-            carrier = CarrierState.UP if up else CarrierState.DOWN
+            carrier = nic.carrier_seen(up, report)
             if nic.carrier != carrier:
                 NetworkInterface.objects.filter(pk=nic.pk).update(carrier=carrier)
 

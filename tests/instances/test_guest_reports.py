@@ -7,15 +7,17 @@ import pytest
 from django.utils import timezone
 
 from instances.backends.base import GuestFacts, GuestInterface
-from instances.choices import PowerState
-from instances.models import GuestReport, Instance
+from instances.choices import CarrierState, PowerState
+from instances.models import GuestReport, Instance, NetworkInterface
 from instances.services.guest_reports import _kept, guest_reports_host
 
 pytestmark = pytest.mark.django_db
 
 FACTS = {
     "hostname": "web-1",
-    "interfaces": [{"name": "eth0", "mac": "52:54:00:aa:bb:cc", "addresses": ["10.20.0.7/24"]}],
+    "interfaces": [
+        {"name": "eth0", "mac": "52:54:00:aa:bb:cc", "addresses": ["10.20.0.7/24"], "carrier": True}
+    ],
     "memory_total_kb": 1_000_000,
     "memory_available_kb": 750_000,
     "filesystems": [
@@ -46,7 +48,8 @@ def test_a_report_of_the_running_guest_shows_its_addresses_memory_and_filesystem
     report(running)
     html = overview(client_for("viewer"), running)
     assert 'data-testid="guest-report"' in html
-    assert "web-1" in html and "eth0 52:54:00:aa:bb:cc 10.20.0.7/24" in html
+    assert "web-1" in html and "eth0 52:54:00:aa:bb:cc 10.20.0.7/24</span> " in html
+    assert ">carrier</span>" in html
     assert "Memory: 244.1\xa0MB of 976.6\xa0MB in use (25%)" in html
     assert "/data" in html and "512.0\xa0MB of 2.0\xa0GB used" in html
 
@@ -95,13 +98,15 @@ def test_a_guest_asked_moments_ago_by_another_run_is_not_asked_again(running):
 def test_what_a_guest_says_is_kept_only_in_the_shapes_shown(client_for, api_for, running):
     facts = GuestFacts(
         hostname="h" * 999,
-        interfaces=(GuestInterface(name=1, mac=None, addresses=("10.0.0.9/24", 7)),),  # type: ignore[arg-type]
+        interfaces=(GuestInterface(name=1, mac=None, addresses=("10.0.0.9/24", 7), carrier="1"),),  # type: ignore[arg-type]
         memory_total_kb="lots",  # type: ignore[arg-type]
         filesystems=({"mountpoint": "/", "total_bytes": "x", "used_bytes": -1}, "junk"),  # type: ignore[arg-type]
     )
     kept = _kept(facts)
     assert len(kept["hostname"]) == 255 and kept["memory_total_kb"] == 0
-    assert kept["interfaces"] == [{"name": "1", "mac": "", "addresses": ["10.0.0.9/24", "7"]}]
+    assert kept["interfaces"] == [
+        {"name": "1", "mac": "", "addresses": ["10.0.0.9/24", "7"], "carrier": None}
+    ]
     assert kept["filesystems"] == [
         {"mountpoint": "/", "type": "", "device": "", "total_bytes": None, "used_bytes": None}
     ]
@@ -127,3 +132,44 @@ def test_the_api_gives_the_report_of_the_running_guest_only(api_for, running):
     assert guest["filesystems"][0]["mountpoint"] == "/data"
     Instance.objects.filter(pk=running.pk).update(power_state=PowerState.STOPPED)
     assert api.get(f"/projects/alpha/instances/{running.pk}").json()["guest"] is None
+
+
+def carrier_seen(instance, host_up, *, guest_carrier, reported_ago=0, link_set_ago=None):
+    """The carrier of the instance's eth0 given what the host set and the guest reported."""
+    nic = instance.nics.get()
+    now = timezone.now()
+    if link_set_ago is not None:
+        NetworkInterface.objects.filter(pk=nic.pk).update(
+            link_changed_at=now - timedelta(seconds=link_set_ago)
+        )
+    interface = {"name": "eth0", "mac": nic.mac.upper(), "addresses": [], "carrier": guest_carrier}
+    GuestReport.objects.update_or_create(
+        instance=instance,
+        defaults={"reported_at": now - timedelta(seconds=reported_ago), "asked_at": now,
+                  "interfaces": [interface]},
+    )  # fmt: skip
+    nic.refresh_from_db()
+    return nic.carrier_seen(host_up, GuestReport.objects.get(instance=instance))
+
+
+def test_the_carrier_is_down_when_the_host_or_the_guest_says_so(running):
+    Instance.objects.filter(pk=running.pk).update(
+        state_changed_at=timezone.now() - timedelta(minutes=1)
+    )
+    running.refresh_from_db()
+    assert carrier_seen(running, True, guest_carrier=True) == CarrierState.UP
+    assert carrier_seen(running, True, guest_carrier=None) == CarrierState.UP  # did not say
+    assert carrier_seen(running, True, guest_carrier=False) == CarrierState.DOWN
+    assert carrier_seen(running, False, guest_carrier=True) == CarrierState.DOWN
+    # the guest saw no carrier before the link was set up again: its word is out of date
+    assert (
+        carrier_seen(running, True, guest_carrier=False, reported_ago=10, link_set_ago=5)
+        == CarrierState.UP
+    )
+    assert (
+        carrier_seen(running, True, guest_carrier=False, reported_ago=5, link_set_ago=10)
+        == CarrierState.DOWN
+    )
+    # a report from before the instance last started describes an earlier run
+    assert carrier_seen(running, True, guest_carrier=False, reported_ago=120) == CarrierState.UP
+    assert running.nics.get().carrier_seen(True, None) == CarrierState.UP

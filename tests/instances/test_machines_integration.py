@@ -16,7 +16,7 @@ from django.utils import timezone
 from instances.backends import backend_named
 from instances.choices import CarrierState, DiskRole, ImageKind, LastExit, PowerState, RunStrategy
 from instances.models import AuditEvent, GuestReport, Instance
-from instances.services import machines, network, power
+from instances.services import guest_reports, machines, network, power
 from instances.services.instances import DiskRequest, NicRequest, instance_create
 from instances.tasks import guest_reports_all, reconcile_host
 from tests import factories
@@ -193,10 +193,22 @@ def test_link_down_changes_the_carrier_the_guest_reports(
     )
     eth0.refresh_from_db()
     assert eth0.carrier == CarrierState.DOWN
+    assert carriers_reported(vm) == {eth0.mac: False}  # the guest's driver says so too
     network.nic_set_link(nic=eth0, actor=operator, up=True)
     wait_for(
         lambda: run_in(backend, vm, "cat /sys/class/net/eth0/carrier") == "1", "carrier up", 30
     )
+    assert carriers_reported(vm) == {eth0.mac: True}
+    reconcile_host(vm.host)
+    eth0.refresh_from_db()
+    assert eth0.carrier == CarrierState.UP
+
+
+def carriers_reported(vm: Instance) -> dict[str, bool | None]:
+    """MAC -> carrier, as the guest agent reports them now."""
+    report = guest_reports.guest_report(vm)
+    assert report.error == ""
+    return {interface["mac"]: interface["carrier"] for interface in report.interfaces}
 
 
 def test_two_instances_on_one_subnet_ping_each_other(backend, project, operator, demo_image, lan):

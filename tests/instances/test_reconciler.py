@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from instances.backends.base import ExitKind, MachineStatus, Power
 from instances.choices import CarrierState, LinkState, PowerState, RunStrategy
-from instances.models import AuditEvent, Instance, NetworkInterface
+from instances.models import AuditEvent, GuestReport, Instance, NetworkInterface
 from instances.services import reconciler
 from tests.instances.standins import LaunchingBackend
 
@@ -174,6 +174,30 @@ def test_a_link_changed_while_the_instance_started_is_applied_by_the_reconciler_
     links["eth0"] = False  # applied: the next pass finds nothing to do
     reconciler.reconcile_host(instance.host)
     assert backend.links == [("eth0", False)]
+
+
+def test_the_carrier_is_what_the_host_set_and_the_guest_last_reported(
+    starting, launching_is_local, monkeypatch
+):
+    backend, instance = starting(lambda: None)
+    eth0 = instance.nics.get()
+    started = timezone.now() - timedelta(minutes=1)
+    Instance.objects.filter(pk=instance.pk).update(
+        power_state=PowerState.RUNNING, state_changed_at=started
+    )
+    NetworkInterface.objects.filter(pk=eth0.pk).update(carrier=CarrierState.UP)
+    monkeypatch.setattr(
+        backend, "status", lambda machine_id: MachineStatus(Power.RUNNING, links={"eth0": True})
+    )
+    seen = {"name": "eth0", "mac": eth0.mac, "addresses": [], "carrier": False}
+    now = timezone.now()
+    GuestReport.objects.create(instance=instance, reported_at=now, asked_at=now, interfaces=[seen])
+    reconciler.reconcile_host(instance.host)
+    assert NetworkInterface.objects.get(pk=eth0.pk).carrier == CarrierState.DOWN
+
+    GuestReport.objects.filter(instance=instance).update(interfaces=[{**seen, "carrier": True}])
+    reconciler.reconcile_host(instance.host)
+    assert NetworkInterface.objects.get(pk=eth0.pk).carrier == CarrierState.UP
 
 
 def test_an_automatic_restart_lost_with_its_worker_is_asked_for_again(

@@ -8,8 +8,10 @@ parser) and `guest-sync-delimited` with a random id, and drops everything up to 
 
 import base64
 import contextlib
+import dataclasses
 import json
 import random
+import re
 import socket
 import time
 from collections.abc import Iterator
@@ -20,6 +22,7 @@ from instances.backends.base import BackendError, GuestFacts, GuestInterface
 
 SENTINEL = b"\xff"
 MAX_REPLY = 64 * 1024 * 1024  # a guest-exec's captured output, base64: qemu-ga caps it at 16 MiB
+IFNAME = re.compile(r"[A-Za-z0-9_.-]{1,15}")  # a Linux interface name that is safe in a path
 
 
 class GuestAgent:
@@ -45,11 +48,15 @@ class GuestAgent:
                 raise BackendError(f"The guest agent refused guest-shutdown: {reason}")
 
     def facts(self) -> GuestFacts:
-        """Hostname and interfaces are required; memory and filesystems are best effort (an
-        agent may have guest-exec or guest-get-fsinfo disabled, a guest may lack `cat`)."""
+        """Hostname and interfaces are required; carriers, memory and filesystems are best
+        effort (an agent may have guest-file-*, guest-exec or guest-get-fsinfo disabled, a
+        guest may lack `cat`)."""
         with _Session(self.socket_path, self.timeout) as session, _reading("the guest's facts"):
             hostname = session.call("guest-get-host-name")["host-name"]
-            interfaces = _interfaces(session.call("guest-network-get-interfaces"))
+            interfaces = tuple(
+                dataclasses.replace(interface, carrier=session.carrier(interface.name))
+                for interface in _interfaces(session.call("guest-network-get-interfaces"))
+            )
             try:
                 filesystems = _filesystems(session.call("guest-get-fsinfo"))
             except BackendError:
@@ -129,6 +136,28 @@ class _Session:
             return None
         error = reply.get("error")
         return str(error.get("desc") if isinstance(error, dict) else error) if error else None
+
+    def carrier(self, interface: str) -> bool | None:
+        """Whether the guest's driver sees a carrier on `interface` (Linux's sysfs says, read
+        through the agent's file commands); None when the guest does not say: no such file
+        (not Linux), the interface is down in the guest (reading it fails), or the agent
+        refuses file commands."""
+        if not IFNAME.fullmatch(interface):
+            return None
+        try:
+            handle = self.call("guest-file-open", {"path": f"/sys/class/net/{interface}/carrier"})
+            try:
+                data = self.call("guest-file-read", {"handle": handle, "count": 16})
+            finally:
+                self.call("guest-file-close", {"handle": handle})
+            text = base64.b64decode(data["buf-b64"]).strip()
+        except BackendError as error:
+            if error.retryable:  # the connection failed: the session is done, not the file
+                raise
+            return None
+        except (KeyError, TypeError, ValueError):
+            return None
+        return {b"1": True, b"0": False}.get(text)
 
     def execute(self, argv: list[str], timeout: float) -> tuple[int, str]:
         if not argv:

@@ -356,6 +356,9 @@ def test_link_down_takes_the_carrier_away_in_the_guest(backend, fleet):
     assert run_in(backend, "alpha", carrier).strip() == "1"
     backend.set_link("alpha", "eth0", False)
     assert run_in(backend, "alpha", carrier).strip() == "0"
+    # the guest agent reports it, as the guest's drivers see it
+    seen = {nic.name: nic.carrier for nic in backend.guest_facts("alpha").interfaces}
+    assert seen == {"eth0": False, "eth1": True}
     assert backend.status("alpha").links == {"eth0": False, "eth1": True}
     assert backend.set_link("alpha", "eth0", True) is True
     assert run_in(backend, "alpha", carrier).strip() == "1"
