@@ -317,14 +317,15 @@ def test_missing_ovmf_files_are_named_in_the_error(short_dir):
 # state it was given and exits on quit. Given "event-first", its first client gets an event before
 # the answer to qmp_capabilities, as QEMU's may when the guest resets just then.
 FAKE_QEMU = """
-import json, socket, sys
+import json, os, socket, sys
 path, state = sys.argv[1], sys.argv[2]
 event_first = sys.argv[3:] == ["event-first"]
 event = {"event": "RESET", "data": {"guest": True, "reason": "guest-reset"},
          "timestamp": {"seconds": 1, "microseconds": 0}}
 server = socket.socket(socket.AF_UNIX)
-server.bind(path)
+server.bind(path + ".new")  # the socket appears under its name only once it listens
 server.listen(1)
+os.rename(path + ".new", path)
 greeting = {"QMP": {"version": {"qemu": {"major": 7, "minor": 2, "micro": 0}, "package": ""},
                     "capabilities": []}}
 decoder = json.JSONDecoder()
