@@ -58,6 +58,8 @@ def _local_check(instance: Instance) -> Allowed:
 def start(instance: Instance, role: Role | None) -> Allowed:
     if not (allowed := _power_check(instance, role)):
         return allowed
+    if instance.start_refusal:
+        return Allowed(False, instance.start_refusal)
     if instance.run_strategy == RunStrategy.HALTED:
         return Allowed(False, "The run strategy is Halted: change it before starting.")
     if instance.power_state not in STOPPED_STATES:

@@ -77,6 +77,13 @@ class Instance(models.Model):
         help_text="Why the console must not stop this instance (e.g. an auto scaling group would "
         "replace it), set by what made it; blank when it may.",
     )
+    start_refusal = models.CharField(
+        max_length=300,
+        blank=True,
+        editable=False,
+        help_text="Why this instance can never start again (e.g. its cloud VM was terminated "
+        "outside the console); blank when it may.",
+    )
     last_exit = models.CharField(max_length=16, choices=LastExit.choices, default=LastExit.NONE)
     auto_restarts = models.PositiveIntegerField(default=0)
     restarts_in_a_row = models.PositiveSmallIntegerField(

@@ -37,7 +37,7 @@ from provisioning.models import CloudAccount, ProvisioningJob
 from provisioning.providers.base import CloudError
 from provisioning.selectors import JobVm, job_vm_for_instance
 from provisioning.services.space import stop_refusal
-from provisioning.services.vms import GONE_STATES, job_vm_states_record, lifecycle_for
+from provisioning.services.vms import GONE_STATES, job_vm_states_record, lifecycle_for, vm_gone
 
 # Clouds settle in seconds; the local fakes at once. A read every half second is cheap either way.
 POLL_SECONDS = 0.5
@@ -148,7 +148,7 @@ class CloudVmBackend:
                 yield
         except CloudError as error:
             if self._vm_gone(error):
-                self._record(target, None)
+                self._gone(target, None)
                 raise BackendError(
                     self.gone_message(target.job, target.vm.instance_id, None)
                 ) from error
@@ -169,7 +169,7 @@ class CloudVmBackend:
         """The VM as the cloud reports it now; one that is gone is an error that says so."""
         vm = self._describe(target)
         if vm is None or vm.state in GONE_STATES:
-            self._record(target, vm)
+            self._gone(target, vm)
             raise BackendError(self.gone_message(target.job, target.vm.instance_id, vm))
         return vm
 
@@ -196,6 +196,14 @@ class CloudVmBackend:
         """The VM's lifecycle state in its job, after an operation settled."""
         state = lifecycle_for(vm.state if vm else None, target.vm.state)
         job_vm_states_record(job_id=target.job.pk, states={target.vm.instance_id: state})
+
+    def _gone(self, target: JobVm, vm: CloudVm | None) -> None:
+        """The VM is terminated: its job says so and its instance refuses Start from now on."""
+        self._record(target, vm)
+        vm_gone(
+            instance_id=target.vm.console_instance_id,
+            message=self.gone_message(target.job, target.vm.instance_id, vm),
+        )
 
     def _refuse_stop_in_group(self, target: JobVm) -> None:
         """The services refuse first (actions, from Instance.stop_refusal): this guards the rest."""

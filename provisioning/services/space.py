@@ -58,8 +58,15 @@ def space_register(*, job: ProvisioningJob, config: InfraConfig, vms: list[dict[
             instance.power_message = ""
             instance.state_changed_at = timezone.now()
             instance.stop_refusal = stop_refusal(job)
+            instance.start_refusal = ""  # a VM the job (re)made runs again
             instance.save(
-                update_fields=["power_state", "power_message", "state_changed_at", "stop_refusal"]
+                update_fields=[
+                    "power_state",
+                    "power_message",
+                    "state_changed_at",
+                    "stop_refusal",
+                    "start_refusal",
+                ]
             )
             vm.console_instance_id = instance.pk
             JobInstance.objects.update_or_create(instance=instance, defaults={"job": job})

@@ -157,12 +157,14 @@ def job_vms_refresh(*, job: ProvisioningJob) -> list[str]:
         if instance is None or (cloud is not None and cloud.state in UNSETTLED_STATES):
             continue
         if cloud is None or cloud.state in GONE_STATES:
+            message = backend.gone_message(job, vm.instance_id, cloud)
             instance_power_observe(
                 instance=instance,
                 state=PowerState.FAILED,
                 last_exit=LastExit(cloud.exit_kind.value) if cloud else LastExit.NONE,
-                message=backend.gone_message(job, vm.instance_id, cloud),
+                message=message,
             )
+            vm_gone(instance_id=instance.pk, message=message)
         elif cloud.state == "stopped":
             instance_power_observe(
                 instance=instance,
@@ -172,6 +174,13 @@ def job_vms_refresh(*, job: ProvisioningJob) -> list[str]:
         else:
             instance_power_observe(instance=instance, state=PowerState.RUNNING)
     return changed
+
+
+def vm_gone(*, instance_id: int | None, message: str) -> None:
+    """The cloud no longer runs this instance's VM: Start is refused from now on, with `message`
+    (stepRegisterSpace clears it when a job makes the VM again)."""
+    if instance_id:
+        Instance.objects.filter(pk=instance_id).update(start_refusal=message[:300])
 
 
 def jobs_refresh_vms() -> list[int]:

@@ -138,6 +138,8 @@ def test_the_backend_never_revives_a_vm_terminated_outside_the_console(aws, land
         backend.start(backend_spec(first))
     assert ec2_state(aws, ec2_id) == "terminated"
     assert vm_states(landed)[ec2_id] == "terminated"
+    first.refresh_from_db()
+    assert "terminated outside the console" in first.start_refusal
 
 
 def test_a_vm_ec2_has_forgotten_is_reported_as_gone(aws, landed):
@@ -262,6 +264,9 @@ def test_the_refresh_follows_vms_changed_outside_the_console(aws, landed):
     assert second.power_state == PowerState.FAILED
     assert "terminated outside the console" in second.power_message
     assert vm_states(landed) == {first_id: "stopped", second_id: "terminated"}
+    refused = instance_allowed_actions(second, Role.ADMIN)["start"]
+    assert not refused and "terminated outside the console" in refused.reason
+    assert instance_allowed_actions(first, Role.ADMIN)["start"]
     events = AuditEvent.objects.filter(target_type="instance").order_by("pk")
     assert [(e.action, e.actor_name, e.outcome) for e in events] == [
         ("instance.stopped", "", Outcome.SUCCESS),
