@@ -35,6 +35,11 @@ class Image(models.Model):
 
     class Meta:
         ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "name"], name="image_name_unique_in_project"
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.name

@@ -58,6 +58,10 @@ def image_upload(
                 out.write(chunk)
         min_disk_gb = _check_file(received, kind)
         with transaction.atomic():
+            # Under the project's lock: of two uploads of one name, the second is refused here.
+            Project.objects.select_for_update().filter(pk=project.pk).first()
+            if _name_taken(project, name):
+                raise ValidationError({"name": _taken_message(name)})
             image = Image.objects.create(
                 project=project, name=name, kind=kind, os_type=os_type, min_disk_gb=min_disk_gb,
                 description=description.strip(),
@@ -104,6 +108,14 @@ def _remove(*paths: Path | None) -> None:
             path.unlink(missing_ok=True)
 
 
+def _name_taken(project: Project, name: str) -> bool:
+    return Image.objects.filter(Q(project=project) | Q(project=None), name=name).exists()
+
+
+def _taken_message(name: str) -> str:
+    return f"An image called {name} exists already: choose another name."
+
+
 def _check_fields(
     project: Project, name: str, kind: str, os_type: str, description: str, upload: File
 ) -> None:
@@ -112,8 +124,8 @@ def _check_fields(
         errors["name"] = "Give the image a name."
     elif len(name) > 100:
         errors["name"] = "Use at most 100 characters."
-    elif Image.objects.filter(Q(project=project) | Q(project=None), name=name).exists():
-        errors["name"] = f"An image called {name} exists already: choose another name."
+    elif _name_taken(project, name):
+        errors["name"] = _taken_message(name)
     if kind not in UPLOAD_KINDS:
         errors["kind"] = "Upload a qcow2 cloud image or an ISO image."
     if os_type not in OsType.values:

@@ -132,6 +132,29 @@ def test_names_kinds_and_sizes_are_checked_before_the_file_is_kept(
     assert not Image.objects.filter(project=project).exists() and left_in(images_dir) == []
 
 
+def test_of_two_uploads_of_one_name_the_second_is_refused_and_leaves_nothing(
+    api_for, project, images_dir, tmp_path, monkeypatch
+):
+    from instances.services import images as image_service
+
+    check_file = image_service._check_file
+
+    def meanwhile(received, kind):  # the other upload lands while this file is checked
+        ImageFactory(name="mine", project=project)
+        return check_file(received, kind)
+
+    monkeypatch.setattr(image_service, "_check_file", meanwhile)
+    with qcow2(tmp_path, size="1G").open("rb") as file:
+        response = api_for("operator").upload(
+            "/projects/alpha/images", {"file": file, "name": "mine", "kind": "qcow2"}
+        )
+    assert response.status_code == 422, response.content
+    assert response.json()["errors"] == {
+        "name": ["An image called mine exists already: choose another name."]
+    }
+    assert Image.objects.filter(project=project).count() == 1 and left_in(images_dir) == []
+
+
 def test_an_iso_is_uploaded_through_the_api_and_removed_when_no_disk_uses_it(
     api_for, project, images_dir, tmp_path, operator
 ):
