@@ -2,8 +2,9 @@
 
 The default user data is the seed's default configuration: a `spx` user with sudo, a random
 initial password, the selected SSH keys and DNS resolvers (the subnets' own, or the console's
-default ones). Custom user data is used
-as written. Addresses come from IPAM, so the network config always carries them statically.
+default ones). Custom user data is used as written; the selected SSH keys then go in the
+meta-data's `public-keys`, which cloud-init gives to the image's default user. Addresses come
+from IPAM, so the network config always carries them statically.
 """
 
 import yaml
@@ -74,7 +75,12 @@ def user_data(instance: Instance) -> str:
 
 
 def seed_for(instance: Instance) -> CloudInitSeed:
-    meta = {"instance-id": instance.machine_id, "local-hostname": instance.name}
+    meta: dict = {"instance-id": instance.machine_id, "local-hostname": instance.name}
+    # Custom user data sets up its own users; cloud-init gives these keys to the default user.
+    if instance.user_data_mode == UserDataMode.CUSTOM and (
+        keys := [key.public_key for key in instance.ssh_keys.all()]
+    ):
+        meta["public-keys"] = keys
     return CloudInitSeed(
         meta_data=_dump(meta),
         user_data=user_data(instance),

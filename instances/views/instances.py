@@ -25,6 +25,7 @@ from instances.choices import (
     PowerState,
     Role,
     RunStrategy,
+    UserDataMode,
 )
 from instances.cloudinit import DEFAULT_USER, user_data
 from instances.confirm import asked_first, question
@@ -362,7 +363,8 @@ def _guest_report(instance: Instance) -> dict[str, object] | None:
 
 def _ssh(instance: Instance, nics: list[NetworkInterface]) -> dict[str, str] | None:
     """How to reach a local instance's SSH server: its primary address, and from this host
-    through the namespace that holds the subnets in bridged mode; None for cloud VMs."""
+    through the namespace that holds the subnets in bridged mode, and who logs in with what;
+    None for cloud VMs."""
     mode = _network_mode(instance)
     if not mode:
         return None
@@ -370,9 +372,23 @@ def _ssh(instance: Instance, nics: list[NetworkInterface]) -> dict[str, str] | N
     address = primary.ipv4 or primary.ipv6 if primary else ""
     if not address:
         return {"mode": mode, "command": ""}
-    command = f"ssh {DEFAULT_USER}@{address}"
+    if instance.user_data_mode == UserDataMode.CUSTOM:
+        user = "USER"
+        how = (
+            "USER being a user your custom user data creates; cloud-init gives the selected "
+            "SSH keys to the image's default user"
+        )
+    elif instance.ssh_keys.exists():
+        user, how = DEFAULT_USER, "with a key selected on the instance (password logins are off)"
+    else:
+        user = DEFAULT_USER
+        how = (
+            f"with the one-time password of {DEFAULT_USER}, which project admins read on the "
+            "User data tab"
+        )
+    command = f"ssh {user}@{address}"
     host = f"sudo ip netns exec {settings.ZOPDAY_NETNS} {command}" if mode == "bridge" else ""
-    return {"mode": mode, "command": command, "host": host}
+    return {"mode": mode, "command": command, "host": host, "how": how}
 
 
 def _network_mode(instance: Instance) -> str:

@@ -7,7 +7,8 @@ import subprocess
 import pytest
 import yaml
 
-from instances.cloudinit import default_user_data, network_config
+from instances.choices import UserDataMode
+from instances.cloudinit import default_user_data, network_config, seed_for
 from instances.services.instances import instance_create
 from instances.services.keys import ssh_key_add
 from tests.factories import SubnetFactory, instance_request
@@ -38,6 +39,25 @@ def test_the_default_configuration_passes_the_real_cloud_init_schema_check(
     assert config["users"][0]["ssh_authorized_keys"] == [KEY]
     assert config["chpasswd"]["users"][0]["password"] == instance.initial_password
     assert config["chpasswd"]["expire"] is True  # one-time: changed at the first login
+
+
+def test_custom_user_data_is_kept_and_the_selected_keys_go_in_the_meta_data(
+    project, operator, subnet
+):
+    key = ssh_key_add(project=project, actor=operator, name="desk", public_key=KEY)
+    custom = "#cloud-config\nusers: [default]\n"
+    request = instance_request(
+        subnet, ssh_keys=[key], user_data_mode=UserDataMode.CUSTOM, custom_user_data=custom
+    )
+    seed = seed_for(instance_create(project=project, actor=operator, request=request))
+    assert seed.user_data == custom
+    assert yaml.safe_load(seed.meta_data)["public-keys"] == [KEY]
+    default = instance_create(
+        project=project,
+        actor=operator,
+        request=instance_request(subnet, name="web-2", ssh_keys=[key]),
+    )
+    assert "public-keys" not in yaml.safe_load(seed_for(default).meta_data)  # in users: instead
 
 
 def test_a_subnet_without_resolvers_gives_its_guests_the_consoles_default_ones(

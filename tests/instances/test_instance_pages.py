@@ -7,11 +7,14 @@ import pytest
 from django.conf import settings
 from django.urls import reverse
 
-from instances.choices import ImageKind, PowerState, SnapshotState
+from instances.choices import ImageKind, PowerState, SnapshotState, UserDataMode
 from instances.models import AuditEvent, DiskSnapshot, Instance
 from instances.services import network
 from instances.services.instances import instance_create
+from instances.services.keys import ssh_key_add
 from tests.factories import ImageFactory, SubnetFactory, instance_request
+
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFJ3qT4dDfUXXJ3KUWlIzjvVJYmiNNzWkCZ1y7ws7PZi ops@desk"
 
 pytestmark = pytest.mark.django_db
 
@@ -636,3 +639,24 @@ def test_the_overview_shows_how_to_ssh_to_the_instance(
     through_netns = f"sudo ip netns exec {settings.ZOPDAY_NETNS} ssh spx@{address}"
     assert (through_netns in page) == (mode == "bridge")
     assert ("QEMU user networking (no root)" in page) == (mode == "user")
+    assert "with the one-time password of spx, which project admins read" in page
+
+
+def test_the_overview_says_who_logs_in_over_ssh_and_with_what(
+    client_for, instance, project, operator
+):
+    url = reverse("instance-detail", args=[project.slug, instance.pk])
+    address = instance.nics.get(index=0).ipv4
+    key = ssh_key_add(project=project, actor=operator, name="desk", public_key=KEY)
+    instance.ssh_keys.add(key)
+    page = client_for("viewer").get(url).text
+    assert (
+        f'ssh spx@{address}</span> <span class="muted">with a key selected on the '
+        "instance (password logins are off)" in page
+    )
+    Instance.objects.filter(pk=instance.pk).update(
+        user_data_mode=UserDataMode.CUSTOM, custom_user_data="#cloud-config\n"
+    )
+    page = client_for("viewer").get(url).text
+    assert f"ssh USER@{address}</span>" in page
+    assert "USER being a user your custom user data creates" in page
