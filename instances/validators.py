@@ -12,6 +12,7 @@ from django.core.exceptions import ValidationError
 
 MAC_COLON = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
 MAC_HYPHEN = re.compile(r"^[0-9a-fA-F]{2}(-[0-9a-fA-F]{2}){5}$")
+SSH_KEY_START = re.compile(r"(?:^|\s)(?:ssh-[a-z0-9]+|ecdsa-sha2-\S+|sk-\S+)\s+AAAA")
 DNS_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 
 
@@ -28,6 +29,12 @@ def validate_mac(value: str) -> None:
             "Enter a MAC address as six pairs of hex digits separated by colons, "
             "e.g. 52:54:00:12:34:56.",
             code="mac_format",
+        )
+    if int(value.replace(":", ""), 16) == 0:
+        raise ValidationError(
+            "00:00:00:00:00:00 is not a usable MAC address: leave the field empty for an "
+            "automatic one, or enter one such as 52:54:00:12:34:56.",
+            code="mac_zero",
         )
     if int(value[:2], 16) & 1:
         raise ValidationError(
@@ -78,6 +85,12 @@ def parse_ssh_public_key(value: str) -> tuple[str, str]:
             "This is a private key. Paste the public key (the .pub file) instead; "
             "never share the private one.",
             code="ssh_private_key",
+        )
+    if (count := len(SSH_KEY_START.findall(value))) > 1:
+        raise ValidationError(
+            "This holds %(count)s keys: add them one at a time, each under its own name.",
+            code="ssh_keys_several",
+            params={"count": count},
         )
     parts = text.split(" ", 2)
     try:

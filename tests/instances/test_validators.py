@@ -34,6 +34,13 @@ def test_it_rejects_a_malformed_mac_with_an_example():
     assert "e.g. 52:54:00:12:34:56" in message(validate_mac, "52:54:00:12:34")
 
 
+def test_it_rejects_the_all_zero_mac():
+    assert message(validate_mac, "00:00:00:00:00:00") == (
+        "00:00:00:00:00:00 is not a usable MAC address: leave the field empty for an "
+        "automatic one, or enter one such as 52:54:00:12:34:56."
+    )
+
+
 def test_it_rejects_a_multicast_mac():
     assert "multicast" in message(validate_mac, "01:00:5e:00:00:01")
 
@@ -76,6 +83,16 @@ def test_a_private_key_is_refused_with_a_warning():
         "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk=\n-----END OPENSSH PRIVATE KEY-----"
     )
     assert "This is a private key" in message(parse_ssh_public_key, text)
+
+
+def test_several_ssh_keys_pasted_at_once_are_refused():
+    pasted = (
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFJ3qT4dDfUXXJ3KUWlIzjvVJYmiNNzWkCZ1y7ws7PZi a@desk\n"
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFJ3qT4dDfUXXJ3KUWlIzjvVJYmiNNzWkCZ1y7ws7PZi b@lap\n"
+    )
+    assert message(parse_ssh_public_key, pasted) == (
+        "This holds 2 keys: add them one at a time, each under its own name."
+    )
 
 
 def test_an_empty_ssh_key_asks_for_one():
