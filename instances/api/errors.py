@@ -74,7 +74,12 @@ def install_error_handlers(api: NinjaAPI) -> None:
     def schema_error(request: HttpRequest, exc: SchemaValidationError) -> HttpResponse:
         errors: dict[str, list[str]] = {}
         for error in exc.errors:
-            errors.setdefault(_field_path(error.get("loc", ())), []).append(str(error["msg"]))
+            message = str(error["msg"])
+            if error.get("type") == "extra_forbidden":
+                message = "This field is unknown here: check its name in the API docs."
+            elif error.get("type") == "model_attributes_type":
+                message = "Send a JSON object of the fields."
+            errors.setdefault(_field_path(error.get("loc", ())), []).append(message)
         return respond(api, request, 422, _summary(errors), errors)
 
     @api.exception_handler(HttpError)

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Annotated, Literal
 
 from ninja import Field, Schema
-from pydantic import AfterValidator
+from pydantic import AfterValidator, ConfigDict
 from pydantic_core import PydanticCustomError
 
 from instances.access import project_role
@@ -55,6 +55,13 @@ Slug = Annotated[str, Field(pattern=r"^[-a-zA-Z0-9_]+$", max_length=50)]
 # Projects and images
 
 
+class In(Schema):
+    """A request body: a field it does not know is refused, not ignored (a misspelt name would
+    otherwise leave its setting at the default)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
 class ProjectOut(Schema):
     slug: str
     name: str
@@ -79,7 +86,7 @@ class ImageOut(Schema):
 # Subnets and SSH keys
 
 
-class SubnetIn(Schema):
+class SubnetIn(In):
     name: Text
     zone: Text
     cidr_v4: Text = ""
@@ -99,7 +106,7 @@ class SubnetOut(Schema):
     created_at: datetime
 
 
-class SSHKeyIn(Schema):
+class SSHKeyIn(In):
     name: Text
     public_key: Text = Field(description="An OpenSSH public key, e.g. ssh-ed25519 AAAA... me@host")
 
@@ -115,7 +122,7 @@ class SSHKeyOut(Schema):
 # Disks
 
 
-class DiskIn(Schema):
+class DiskIn(In):
     """A disk created with an instance."""
 
     size_gb: Number
@@ -126,7 +133,7 @@ class DiskIn(Schema):
     boot_order: Number | None = None
 
 
-class DiskCreateIn(Schema):
+class DiskCreateIn(In):
     """A free disk of the project, to attach later."""
 
     name: Text
@@ -137,15 +144,15 @@ class DiskCreateIn(Schema):
     role: DiskRole = DiskRole.SECONDARY
 
 
-class DiskAttachIn(Schema):
+class DiskAttachIn(In):
     instance: Id
 
 
-class DiskResizeIn(Schema):
+class DiskResizeIn(In):
     size_gb: Number
 
 
-class SnapshotIn(Schema):
+class SnapshotIn(In):
     name: Text
 
 
@@ -170,7 +177,7 @@ class DiskOut(Schema):
         return disk.instance_id
 
 
-class SnapshotRevertIn(Schema):
+class SnapshotRevertIn(In):
     confirm: bool = Field(
         default=False,
         description="Reverting discards what the disk holds since the snapshot: say true.",
@@ -197,7 +204,7 @@ class SnapshotOut(Schema):
 # Network interfaces and Elastic IPs
 
 
-class NicIn(Schema):
+class NicIn(In):
     subnet: Id
     ipv4: Text = Field("", description="Static address; empty for the next free one.")
     ipv6: Text = ""
@@ -205,7 +212,7 @@ class NicIn(Schema):
     model: NicModel = NicModel.VIRTIO
 
 
-class NicLinkIn(Schema):
+class NicLinkIn(In):
     up: bool
     confirm_primary: bool = Field(
         False, description="Needed to take the primary interface (eth0) down."
@@ -237,7 +244,7 @@ class NicOut(Schema):
         return ElasticIP.objects.filter(nic=nic).values_list("address", flat=True).first()
 
 
-class ElasticIPAssociateIn(Schema):
+class ElasticIPAssociateIn(In):
     nic: Id
 
 
@@ -262,7 +269,7 @@ class ElasticIPReleaseOut(Schema):
 # Instances
 
 
-class InstanceIn(Schema):
+class InstanceIn(In):
     """The same fields as the create form (services.instances.InstanceRequest)."""
 
     name: Text
@@ -289,7 +296,7 @@ class InstanceIn(Schema):
     nics: list[NicIn] = Field([], description="eth0 first; at least one.")
 
 
-class RunStrategyIn(Schema):
+class RunStrategyIn(In):
     run_strategy: RunStrategy
 
 

@@ -24,7 +24,14 @@ def test_a_body_that_is_not_json_is_a_422_on_the_body(api_for, operator):
 
 def test_a_body_that_is_not_an_object_is_a_422(api_for, operator):
     response = raw_post(api_for("operator"), "/projects/alpha/subnets", "[1, 2]")
-    assert errors_of(response) == {"name": ["Field required"], "zone": ["Field required"]}
+    assert errors_of(response) == {"body": ["Send a JSON object of the fields."]}
+
+
+def test_a_field_the_endpoint_does_not_know_is_refused_not_ignored(api_for, operator):
+    body = {"name": "lan", "zone": "local-1a", "cidr_v4": "10.1.0.0/24", "gatway": "10.1.0.1"}
+    assert errors_of(api_for("operator").post("/projects/alpha/subnets", body)) == {
+        "gatway": ["This field is unknown here: check its name in the API docs."]
+    }
 
 
 def test_a_missing_body_is_a_422_on_the_body(api_for, operator):
