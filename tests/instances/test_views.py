@@ -71,6 +71,13 @@ def test_csrf_is_enforced_on_login(viewer):
     assert response.status_code == 403
 
 
+def test_a_refused_page_says_why(client_for, viewer, project):
+    response = client_for("viewer").get(reverse("instance-new", args=[project.slug]))
+    assert response.status_code == 403
+    assert f"This needs the operator role in {project.name}." in response.text
+    assert "<h1>Not allowed</h1>" in response.text
+
+
 def test_pages_send_the_csrf_token_to_htmx(client_for, viewer):
     text = client_for("viewer").get(reverse("project-overview", args=["alpha"])).text
     assert 'hx-headers=\'{"X-CSRFToken": "' in text
