@@ -15,7 +15,7 @@ from instances.access import (
     ssh_key_for_user,
     subnet_for_user,
 )
-from instances.choices import Role
+from instances.choices import ImageKind, Role
 from instances.errors import ActionRefused
 from instances.forms import ImageUploadForm, SSHKeyForm, SubnetForm, apply_errors
 from instances.http import AuthedRequest
@@ -111,16 +111,22 @@ def image_list(request: AuthedRequest, project_slug: str) -> HttpResponse:
             except ValidationError as error:
                 apply_errors(error, form, {})
             else:
-                messages.success(
-                    request, f"Image {image.name} registered (root disks of {image.min_disk_gb} GB "
-                    "or more).",
-                )  # fmt: skip
+                messages.success(request, _uploaded_message(image))
                 return redirect("image-list", project_slug=project.slug)
     rows = Image.objects.filter(Q(project=project) | Q(project=None)).select_related("project")
     context = {"project": project, "role": role, "images": rows, "form": form,
                "can_edit": role.allows(Role.OPERATOR),
                "upload_limit_gb": settings.ZOPDAY_IMAGE_UPLOAD_MAX_GB}  # fmt: skip
     return render(request, "instances/image_list.html", context)
+
+
+def _uploaded_message(image: Image) -> str:
+    if image.kind == ImageKind.ISO:
+        return (
+            f"Image {image.name} registered: choose it as a new instance's CD-ROM, or insert it "
+            "in an instance's CD-ROM drive on its Storage tab."
+        )
+    return f"Image {image.name} registered (root disks of {image.min_disk_gb} GB or more)."
 
 
 @require_POST

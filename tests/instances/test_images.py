@@ -80,6 +80,16 @@ def test_an_operator_uploads_a_qcow2_image_whose_virtual_size_is_its_minimum_dis
     assert AuditEvent.objects.filter(action="image.upload", outcome="success").count() == 1
 
 
+def test_an_uploaded_iso_says_where_it_is_used(client_for, project, images_dir, tmp_path):
+    url = reverse("image-list", args=[project.slug])
+    data = {"name": "tools", "kind": "iso", "os_type": "linux", "file": upload(iso(tmp_path))}
+    page = html.unescape(client_for("operator").post(url, data, follow=True).text)
+    assert (
+        "Image tools registered: choose it as a new instance's CD-ROM, or insert it in an "
+        "instance's CD-ROM drive on its Storage tab."
+    ) in page
+
+
 @pytest.mark.parametrize(
     ("kind", "make", "message"),
     [
