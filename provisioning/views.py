@@ -9,6 +9,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
@@ -311,6 +312,18 @@ def _job_context(
             initial={"schedule": config.schedule, "schedule_tz": config.schedule_tz},
             auto_id="schedule-%s",
         )
+    settings_version = digest(
+        config.load_balancer,
+        config.health_check_path,
+        config.health_check_port,
+        config.traffic_port,
+        config.resources.get("load_balancer_dns", ""),
+        config.pool_mode,
+        config.schedule,
+        config.schedule_tz,
+        allowed.get("health_check"),
+        allowed.get("schedule"),
+    )
     return {
         "project": job.project,
         "job": job,
@@ -328,7 +341,9 @@ def _job_context(
             job.config,
             [(s.status, s.attempts, s.message, len(s.log), s.finished_at) for s in steps],
             allowed,
+            settings_version,
         ),
+        "settings_version": settings_version,
     }
 
 
@@ -341,7 +356,13 @@ def job_progress(request: AuthedRequest, project_slug: str, pk: int) -> HttpResp
     unchanged = still_shown(request, context["progress_version"])
     if unchanged and job.status not in JOB_TRANSITIONAL:
         return unchanged
-    return render(request, "provisioning/job_detail.html#progress", context)
+    response = render(request, "provisioning/job_detail.html#progress", context)
+    settings_version = context["settings_version"]
+    if request.GET.get("settings", settings_version) != settings_version:
+        # the health check and schedule forms show what changed too
+        context["settings_oob"] = True
+        response.write(render_to_string("provisioning/job_detail.html#settings", context, request))
+    return response
 
 
 @login_required

@@ -99,7 +99,7 @@ def test_review_creates_the_job_and_the_progress_polls_slowly_when_done(client_f
 
 
 def seen_in(html: str) -> str:
-    return re.search(r'\?seen=(\w+)"', html)[1]
+    return re.search(r"\?seen=(\w+)[&\"]", html)[1]
 
 
 @pytest.mark.parametrize(
