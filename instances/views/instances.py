@@ -8,7 +8,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
-from django.http import HttpResponse, HttpResponseBadRequest
+from django.http import Http404, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -251,8 +251,10 @@ def instance_form_row(request: AuthedRequest, project_slug: str, kind: str) -> H
     formset: forms.BaseFormSet
     if kind == "nics":
         formset = NicFormSet(prefix="nics", form_kwargs={"project": project})
+    elif kind == "disks":
+        formset = DiskFormSet(prefix="disks")
     else:
-        kind, formset = "disks", DiskFormSet(prefix="disks")
+        raise Http404("The create form has rows of disks and of nics only.")
     row = formset.empty_form
     row.prefix = f"{kind}-{index}"
     return render(

@@ -215,6 +215,13 @@ def test_the_add_interface_button_returns_a_numbered_row(client_for, operator, p
     )
 
 
+def test_a_row_of_an_unknown_kind_is_not_found(client_for, operator, project):
+    response = client_for("operator").get(
+        reverse("instance-form-row", args=[project.slug, "gpus"]), {"index": "1"}
+    )
+    assert response.status_code == 404
+
+
 def test_the_details_page_shows_buttons_from_the_allowed_actions(client_for, instance, project):
     text = (
         client_for("operator")
