@@ -87,13 +87,17 @@ def instances_filtered(
 
 
 def _search(term: str) -> Q:
-    """Part of the name, or a whole MAC or IP address (inet columns take only addresses)."""
+    """Part of the name, or a whole MAC or IP address, private or Elastic (inet columns take
+    only addresses)."""
     found = Q(name__icontains=term) | Q(nics__mac__iexact=term)
     try:
         address = ipaddress.ip_address(term)
     except ValueError:
         return found
-    return found | Q(**{f"nics__ipv{address.version}": str(address)})
+    found |= Q(**{f"nics__ipv{address.version}": str(address)})
+    if address.version == 4:
+        found |= Q(nics__elastic_ip__address=str(address))
+    return found
 
 
 def instance_events(instance: Instance) -> QuerySet[AuditEvent]:

@@ -304,7 +304,9 @@ class InstanceFilters(Schema):
     state: PowerState | None = None
     zone: Text | None = None
     subnet: Id | None = Field(None, description="Instances with an interface on this subnet.")
-    search: Text | None = Field(None, description="Part of the name, an IPv4 address or a MAC.")
+    search: Text | None = Field(
+        None, description="Part of the name, an IP address (private or Elastic) or a MAC."
+    )
     page: int = Field(1, ge=1, le=100_000)
     page_size: int = Field(50, ge=1, le=200)
 

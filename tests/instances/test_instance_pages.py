@@ -469,6 +469,10 @@ def test_the_list_filters_and_searches(client_for, instance, project, operator, 
         "No instance matches these filters."
         in client_for("viewer").get(url, {"state": "running"}).text
     )
+    eip = network.eip_allocate(project=project, actor=operator)
+    network.eip_associate(eip=eip, nic=instance.nics.get(index=0), actor=operator)
+    text = client_for("viewer").get(url, {"q": eip.address}).text
+    assert "web-1" in text and "db-1" not in text
 
 
 def test_the_empty_list_explains_what_to_do(client_for, project, owner):
