@@ -105,8 +105,7 @@ def test_a_vm_deleted_outside_the_console_is_failed_with_the_reason(gcp, landed,
     second.refresh_from_db()
     assert second.power_state == PowerState.RUNNING
 
-    # A start is never a way back: the worker finds the VM gone and says so again.
+    # A start is never a way back: it is refused with the reason.
     response = api_for("operator").post(f"/projects/alpha/instances/{first.pk}/start")
-    assert response.status_code == 202
-    settled(first, PowerState.FAILED)
-    assert "terminated outside the console and cannot run again" in first.power_message
+    assert response.status_code == 409
+    assert "terminated outside the console and cannot run again" in response.json()["detail"]
