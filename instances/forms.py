@@ -212,13 +212,3 @@ class ImageUploadForm(forms.Form):
     os_type = forms.ChoiceField(label="OS", choices=OsType.choices, initial=OsType.LINUX)
     description = forms.CharField(max_length=200, required=False)
     file = forms.FileField(help_text="A standalone qcow2 image, or an ISO 9660 image.")
-
-
-class DiskCreateForm(forms.Form):
-    name = forms.CharField(max_length=63)
-    size_gb = forms.IntegerField(label="Size (GB)", min_value=1, initial=1)
-    bus = forms.ChoiceField(choices=DiskBus.choices, initial=DiskBus.AUTO)
-    role = forms.ChoiceField(
-        choices=[(DiskRole.SECONDARY, "Secondary disk"), (DiskRole.CDROM, "CD-ROM drive")],
-        initial=DiskRole.SECONDARY,
-    )
