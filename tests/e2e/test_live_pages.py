@@ -53,3 +53,28 @@ def test_the_instance_list_shows_new_instances_and_changed_states(
     expect(page.locator(f"#instance-{added.pk}")).to_contain_text("web-2")
     assert page.locator("#instance-table").count() == 1  # swapped in place, not nested
     assert "q=web" in page.url  # the filter holds
+
+
+def test_the_job_page_shows_a_stop_schedule_set_elsewhere(page, login, project, owner, operator):
+    from provisioning.choices import JobStatus
+    from provisioning.infra import InfraConfig
+    from provisioning.models import CloudAccount, ProvisioningJob
+    from provisioning.schedules import SCHEDULES, WEEKNIGHTS_AND_WEEKENDS
+    from provisioning.services.jobs import job_schedule_set
+
+    account = CloudAccount.objects.create(project=project, name="sandbox")
+    job = ProvisioningJob.objects.create(
+        project=project, account=account, name="web", region="us-east-1",
+        config=InfraConfig().to_json(), status=JobStatus.READY, created_by=owner,
+    )  # fmt: skip
+    login("operator")
+    page.goto(f"/projects/{project.slug}/provisioning/jobs/{job.pk}/")
+    said = page.locator("#schedule p").first
+    expect(said).to_contain_text(SCHEDULES[""])
+
+    job_schedule_set(job=job, actor=owner, schedule=WEEKNIGHTS_AND_WEEKENDS, tz="Europe/Paris")
+    expect(said).to_contain_text(
+        f"{SCHEDULES[WEEKNIGHTS_AND_WEEKENDS]} (Europe/Paris)", timeout=POLL
+    )
+    expect(page.locator("#schedule-schedule_tz")).to_have_value("Europe/Paris")
+    assert page.locator("#job-settings").count() == 1  # swapped in place, not added
