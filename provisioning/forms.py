@@ -5,6 +5,7 @@ from typing import Any
 
 from django import forms
 
+from instances.models import Project
 from provisioning.choices import (
     EXEC_MODE_FOR_PROVIDER,
     BootstrapMode,
@@ -16,6 +17,7 @@ from provisioning.choices import (
 from provisioning.infra import InfraConfig
 from provisioning.prices import prices_for
 from provisioning.schedules import SCHEDULES
+from provisioning.services.space import name_clash
 from provisioning.validation import (
     REGIONS,
     health_check_path_error,
@@ -72,10 +74,16 @@ class ProviderStep(WizardStep):
     account = forms.TypedChoiceField(label="Cloud account", coerce=int, choices=[])
 
     def __init__(
-        self, *args: Any, accounts: list[tuple[int, str, str]] | None = None, **kw: Any
+        self,
+        *args: Any,
+        accounts: list[tuple[int, str, str]] | None = None,
+        project: Project | None = None,
+        **kw: Any,
     ) -> None:
-        """`accounts`: (id, label, provider) of each of the project's cloud accounts."""
+        """`accounts`: (id, label, provider) of each of the project's cloud accounts; `project`:
+        where the name must be free."""
         super().__init__(*args, **kw)
+        self.project = project
         self.account_providers = {pk: provider for pk, _, provider in accounts or []}
         self.fields["account"].choices = [  # type: ignore[attr-defined]
             (pk, label) for pk, label, _ in accounts or []
@@ -85,6 +93,10 @@ class ProviderStep(WizardStep):
         cleaned = super().clean()
         provider = cleaned.get("provider", "")
         errors = {**name_errors(cleaned.get("name", "")), **provider_errors(provider)}
+        if "name" not in errors and self.project is not None:
+            config = InfraConfig(provider=provider)
+            if clash := name_clash(project=self.project, name=cleaned["name"], config=config):
+                errors["name"] = clash
         account_provider = self.account_providers.get(cleaned.get("account", 0), provider)
         if "provider" not in errors and account_provider != provider:
             errors["account"] = (

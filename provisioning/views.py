@@ -76,7 +76,7 @@ def job_list(request: AuthedRequest, project_slug: str) -> HttpResponse:
 def _form_for(step: str, draft: dict[str, Any], project: Project, data: Any = None) -> Any:
     kwargs: dict[str, Any] = {"draft": draft["values"], "prefix": None}
     if step == "provider":
-        kwargs["accounts"] = _accounts(project)
+        kwargs.update(accounts=_accounts(project), project=project)
     raw = data if data is not None else draft["raw"].get(step)
     initial = {k: v for k, v in draft["values"].items()}
     return (

@@ -21,6 +21,7 @@ from provisioning.choices import JOB_TRANSITIONAL, RUNNING_STATUS, JobStatus, Ph
 from provisioning.infra import InfraConfig
 from provisioning.models import CloudAccount, ProvisioningJob
 from provisioning.pipeline import append_steps, queue_advance
+from provisioning.services.space import name_clash
 from provisioning.validation import health_check_errors, validate_request
 
 
@@ -39,6 +40,10 @@ def job_create(
     config.provider = account.provider
     validate_request(name, config)
     with transaction.atomic():
+        # Under the project's lock: of two jobs of one name created at once, the second is told.
+        Project.objects.select_for_update().filter(pk=project.pk).first()
+        if clash := name_clash(project=project, name=name, config=config):
+            raise ValidationError({"name": clash})
         job = ProvisioningJob.objects.create(
             project=project,
             account=account,

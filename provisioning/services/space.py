@@ -4,7 +4,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from instances.choices import PowerState
-from instances.models import Instance
+from instances.models import Instance, Project
 from provisioning.choices import JobStatus, PoolMode
 from provisioning.infra import InfraConfig
 from provisioning.models import JobInstance, ProvisioningJob
@@ -20,6 +20,27 @@ def stop_refusal(job: ProvisioningJob) -> str:
         f"This VM belongs to the auto scaling group of job {job.name}: the group would replace "
         "a stopped VM. Change the group's desired capacity instead."
     )
+
+
+def name_clash(*, project: Project, name: str, config: InfraConfig) -> str:
+    """Why a new job may not take this name in the project, or "": the name is another job's
+    (not deleted), or an instance its VMs would be registered as (<name>-1, ...) is already
+    something else's (stepRegisterSpace would stop there)."""
+    if (
+        ProvisioningJob.objects.filter(project=project, name=name)
+        .exclude(status=JobStatus.DELETED)
+        .exists()
+    ):
+        return f"Job {name} exists already in this project: choose another name."
+    count = max(config.vm_count, config.asg_max if config.pool_mode == PoolMode.ASG else 0)
+    names = [f"{name}-{number}" for number in range(1, count + 1)]
+    for instance in Instance.objects.filter(project=project, name__in=names).order_by("name"):
+        if not _adoptable(instance, config.provider):
+            return (
+                f"Instance {instance.name} exists already in this project, and the job's VMs "
+                f"are named {name}-1, {name}-2, ...: choose another name."
+            )
+    return ""
 
 
 def space_register(*, job: ProvisioningJob, config: InfraConfig, vms: list[dict[str, str]]) -> str:
@@ -47,7 +68,7 @@ def space_register(*, job: ProvisioningJob, config: InfraConfig, vms: list[dict[
                         "memory_gb": memory,
                     },
                 )
-                if not created and not _adoptable(instance, job):
+                if not created and not _adoptable(instance, job.provider, job):
                     raise CloudError(
                         f"Project {job.project.slug} already has an instance named "
                         f"{instance.name}: rename it, or create the job under another name."
@@ -81,14 +102,18 @@ def space_register(*, job: ProvisioningJob, config: InfraConfig, vms: list[dict[
     return f"Registered {len(config.vms)} instance(s) in project {job.project.slug}."
 
 
-def _adoptable(instance: Instance, job: ProvisioningJob) -> bool:
-    """An instance row of this name may stand for the job's VM: one of its cloud that no other
-    live job holds (one this job registered before, whose config lost the id in a failed
-    attempt)."""
-    if instance.backend != job.provider:
+def _adoptable(instance: Instance, provider: str, job: ProvisioningJob | None = None) -> bool:
+    """An instance row of this name may stand for a VM of the job (None: of a new job): one of
+    its cloud that no other live job holds (one this job registered before, whose config lost
+    the id in a failed attempt)."""
+    if instance.backend != provider:
         return False
     link = JobInstance.objects.filter(instance=instance).select_related("job").first()
-    return link is None or link.job_id == job.pk or link.job.status == JobStatus.DELETED
+    return (
+        link is None
+        or (job is not None and link.job_id == job.pk)
+        or link.job.status == JobStatus.DELETED
+    )
 
 
 def space_unregister(*, job: ProvisioningJob, config: InfraConfig) -> None:

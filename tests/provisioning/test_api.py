@@ -41,6 +41,32 @@ def test_invalid_choices_are_422_with_field_errors(api_for, account):
     assert set(errors) >= {"name", "asg_desired", "instance_type", "health_check_path"}
 
 
+def test_a_name_taken_by_a_job_or_by_the_instances_its_vms_would_be_is_refused(
+    api_for, account, make_job, operator, subnet
+):
+    from instances.services.instances import instance_create
+    from tests.factories import instance_request
+
+    make_job("web")
+    api = api_for("operator")
+    response = api.post("/provisioning-jobs", body(account, name="web"))
+    assert response.status_code == 422
+    assert response.json()["errors"] == {
+        "name": ["Job web exists already in this project: choose another name."]
+    }
+    instance_create(
+        project=account.project, actor=operator, request=instance_request(subnet, name="db-2")
+    )
+    response = api.post("/provisioning-jobs", body(account, name="db", instance_count=2))
+    assert response.json()["errors"] == {
+        "name": [
+            "Instance db-2 exists already in this project, and the job's VMs are named db-1, "
+            "db-2, ...: choose another name."
+        ]
+    }
+    assert api.post("/provisioning-jobs", body(account, name="db")).status_code == 201  # db-1
+
+
 def test_azure_answers_the_clean_invalid_stub(api_for, account):
     response = api_for("operator").post("/provisioning-jobs", body(account, provider="azure"))
     assert response.status_code == 422

@@ -45,6 +45,19 @@ def test_the_wizard_goes_back_and_forth_without_losing_input_and_reviews_the_pla
     assert "$45.55" in page
 
 
+def test_the_wizard_refuses_a_job_name_in_use_at_its_field(client_for, account, make_job):
+    make_job("shop")
+    response = client_for("operator").post(
+        url("provider"),
+        {"name": "shop", "provider": "aws", "account": account.pk, "action": "next"},
+    )
+    assert response.status_code == 200
+    assert (
+        'id="name-error">Job shop exists already in this project: choose another name.'
+        in response.content.decode()
+    )
+
+
 def test_each_step_is_validated(client_for, account):
     client = client_for("operator")
     walk(client, account, until="pool")

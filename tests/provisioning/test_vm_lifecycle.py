@@ -170,10 +170,11 @@ def test_an_instance_reads_only_its_own_jobs_config(
 def test_a_job_does_not_take_over_an_instance_of_its_vms_name(
     aws, make_job, project, operator, subnet
 ):
+    job = make_job("web", instance_count=1)  # the name is free when the job is created
     local = instance_create(
         project=project, actor=operator, request=instance_request(subnet, name="web-1")
     )
-    job = job_run_inline(make_job("web", instance_count=1).pk)
+    job = job_run_inline(job.pk)
     assert job.status == JobStatus.FAILED
     assert f"Project {project.slug} already has an instance named web-1" in job.message
     local.refresh_from_db()
