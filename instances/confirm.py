@@ -19,6 +19,9 @@ QUESTIONS: dict[str, Callable[[Any], str]] = {
     "delete_instance": lambda instance: (
         f"Delete {instance.name}? Its root disk is deleted; secondary disks are kept."
     ),
+    "delete_disk": lambda disk: (
+        f"Delete {disk.name}? Its data and its snapshots are gone for good."
+    ),
     "delete_snapshot": lambda snapshot: (
         f"Delete snapshot {snapshot.name} of {snapshot.disk.name}? It cannot be brought back."
     ),

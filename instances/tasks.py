@@ -92,6 +92,12 @@ def machine_undefine(
     machines.machine_undefine(backend_name, machine_id, disk_names or [])
 
 
+@shared_task(name="instances.disk_file_delete")
+def disk_file_delete(backend_name: str, disk_name: str) -> None:
+    """A deleted free disk's file, on the host that holds it."""
+    machines.disk_file_delete(backend_name, disk_name)
+
+
 @shared_task(name="instances.nic_set_link", base=DeviceTask)
 def nic_set_link(nic_id: int) -> None:
     machines.machine_set_link(nic_id)

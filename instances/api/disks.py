@@ -58,6 +58,14 @@ def disk_get(request: HttpRequest, slug: Slug, disk_id: Id) -> Disk:
     return object_for(Disk, request, slug, disk_id)
 
 
+@router.delete("/projects/{slug}/disks/{disk_id}", response={204: None, **REFUSALS})
+def disk_delete(request: HttpRequest, slug: Slug, disk_id: Id) -> Status:
+    """A free disk only (409 while attached); its file goes from the host that holds it."""
+    disk = object_for(Disk, request, slug, disk_id, Role.OPERATOR)
+    storage.disk_delete(disk=disk, actor=request_user(request))
+    return Status(204, None)
+
+
 @router.post("/projects/{slug}/disks/{disk_id}/attach", response={200: DiskOut, **REFUSALS})
 def disk_attach(request: HttpRequest, slug: Slug, disk_id: Id, payload: DiskAttachIn) -> Disk:
     """A running instance gets the disk hot-plugged at once."""

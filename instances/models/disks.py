@@ -32,6 +32,16 @@ class Disk(models.Model):
     )
     bus = models.CharField(max_length=8, choices=DiskBus.choices, default=DiskBus.AUTO)
     boot_order = models.PositiveSmallIntegerField(null=True, blank=True)
+    backend = models.CharField(
+        max_length=16, blank=True, editable=False, help_text="Whose disk store holds the file."
+    )
+    host = models.CharField(
+        max_length=100,
+        blank=True,
+        editable=False,
+        help_text="The hypervisor host whose disk store holds the file: that of the instance it "
+        "was last attached to; blank for a disk never attached.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

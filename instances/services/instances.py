@@ -227,6 +227,8 @@ def _disk(instance: Instance, request: DiskRequest) -> Disk:
         image=request.image,
         bus=request.bus,
         boot_order=request.boot_order,
+        backend=instance.backend,
+        host=instance.host,
     )
 
 

@@ -345,6 +345,10 @@ def cdrom_change(disk_id: int) -> None:
     )
 
 
+def disk_file_delete(backend_name: str, disk_name: str) -> None:
+    backend_named(backend_name).delete_disk(disk_name)
+
+
 def machine_undefine(backend_name: str, machine_id: str, disk_names: Sequence[str] = ()) -> None:
     """Remove a deleted instance's machine, then the files of the disks that went with it."""
     backend = backend_named(backend_name)

@@ -12,6 +12,14 @@ def host_queue(instance: Instance) -> str:
     return f"host.{instance.host}"
 
 
+def enqueue_on_host(host: str, task_name: str, *args: object) -> None:
+    """Send node work that belongs to no instance (a free disk's file) to that host's queue once
+    the surrounding transaction has committed."""
+    from zopday.celery import send_on_commit
+
+    send_on_commit(task_name, *args, queue=f"host.{host}")
+
+
 def enqueue_host_task(
     instance: Instance, task_name: str, *args: object, countdown: float = 0
 ) -> None:

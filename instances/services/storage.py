@@ -12,7 +12,7 @@ from instances.choices import DiskBus, DiskRole, ImageKind, PowerState
 from instances.errors import ActionRefused
 from instances.models import Disk, Image, Instance, Project
 from instances.services.audit import audit_record
-from instances.services.queueing import enqueue_host_task
+from instances.services.queueing import enqueue_host_task, enqueue_on_host
 from instances.specs import effective_bus
 
 
@@ -95,11 +95,11 @@ def disk_attach(*, disk: Disk, instance: Instance, actor: AbstractBaseUser) -> N
                 f"until its next start: stop it to attach {disk.name}."
             )
         check_room(instance, disk)
-        disk.instance = instance
+        disk.instance, disk.backend, disk.host = instance, instance.backend, instance.host
         disk.full_clean()
         # the disk was read before this transaction: it is taken only if still free (or ours)
         if not Disk.objects.filter(Q(instance=None) | Q(instance=instance), pk=disk.pk).update(
-            instance=instance
+            instance=instance, backend=instance.backend, host=instance.host
         ):
             holder = Disk.objects.filter(pk=disk.pk).values_list("instance__name", flat=True)
             if not holder:
@@ -169,6 +169,11 @@ def disk_detach(*, disk: Disk, actor: AbstractBaseUser) -> None:
         raise ActionRefused(f"{disk.name} is not attached.")
     role = project_role(actor, instance.project)
     actions.require(actions.detach_disk(instance, role))
+    if disk.role == DiskRole.ROOT:
+        raise ActionRefused(
+            f"{disk.name} is {instance.name}'s root disk, which stays with it: snapshot it, or "
+            "delete the instance."
+        )
     with transaction.atomic():
         _lock_power_state(instance)
         actions.require(actions.detach_disk(instance, role))
@@ -177,6 +182,24 @@ def disk_detach(*, disk: Disk, actor: AbstractBaseUser) -> None:
         disk.instance = None
         audit_record(actor=actor, action="disk.detach", project=instance.project, target=disk,
                      detail={"instance": instance.name})  # fmt: skip
+
+
+def disk_delete(*, disk: Disk, actor: AbstractBaseUser) -> None:
+    """Delete a free disk, its snapshots and, on the host that holds it, its file."""
+    actions.require(actions.manage(project_role(actor, disk.project)))
+    with transaction.atomic():
+        # taken only if still free: an attach at the same moment either goes first (and this is
+        # refused) or finds the disk gone
+        if not Disk.objects.filter(pk=disk.pk, instance=None).exists():
+            holder = Disk.objects.filter(pk=disk.pk).values_list("instance__name", flat=True)
+            if not holder:
+                raise ActionRefused(f"{disk.name} has been deleted.")
+            raise ActionRefused(f"{disk.name} is attached to {holder[0]}: detach it first.")
+        audit_record(actor=actor, action="disk.delete", project=disk.project, target=disk)
+        device_name = disk.device_name
+        Disk.objects.filter(pk=disk.pk, instance=None).delete()
+        if disk.host:
+            enqueue_on_host(disk.host, "instances.disk_file_delete", disk.backend, device_name)
 
 
 def disk_resize(*, disk: Disk, actor: AbstractBaseUser, size_gb: int) -> None:

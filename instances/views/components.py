@@ -114,18 +114,25 @@ def _chosen(rows: QuerySet[M], request: AuthedRequest, name: str, what: str) -> 
 @login_required
 def disk_action(request: AuthedRequest, project_slug: str, pk: int, action: str) -> HttpResponse:
     instance, role = instance_for_user(request.user, project_slug, pk)
-    disks = instance.project.disks
     user = request.user
 
     def disk() -> Disk:
-        return _chosen(disks.all(), request, "disk", "a disk")
+        """One of this instance's disks: the tab acts on those only."""
+        return _chosen(instance.disks.all(), request, "disk", f"a disk of {instance.name}")
 
     def insert() -> None:
         iso = _chosen(images_for(instance.project, "iso"), request, "image", "an ISO image")
         storage.cdrom_insert(disk=disk(), actor=user, image=iso)
 
     def attach() -> None:
-        storage.disk_attach(disk=disk(), instance=instance, actor=user)
+        free = _chosen(instance.project.disks.all(), request, "disk", "a disk")
+        storage.disk_attach(disk=free, instance=instance, actor=user)
+
+    def free_disk() -> Disk:
+        return _chosen(instance.project.disks.filter(instance=None), request, "disk", "a free disk")
+
+    def delete_free() -> None:
+        storage.disk_delete(disk=free_disk(), actor=user)
 
     def detach() -> None:
         storage.disk_detach(disk=disk(), actor=user)
@@ -158,6 +165,7 @@ def disk_action(request: AuthedRequest, project_slug: str, pk: int, action: str)
 
     handlers: dict[str, tuple[str, Callable[[], object]]] = {
         "attach": ("Disk attached.", attach),
+        "delete-free": ("Disk deleted.", delete_free),
         "detach": ("Disk detached.", detach),
         "resize": ("Disk resized.", resize),
         "snapshot": ("Snapshot requested.", snapshot),
@@ -183,6 +191,10 @@ def disk_action(request: AuthedRequest, project_slug: str, pk: int, action: str)
         rule, question = asks[action]
         if page := _asked(request, instance, role, rule, "storage", question, snapshot_chosen):
             return page
+    if action == "delete-free" and (
+        page := _asked(request, instance, role, "configure", "storage", "delete_disk", free_disk)
+    ):
+        return page
     done, call = handlers[action]
     return _run(request, instance, "storage", done, call)
 

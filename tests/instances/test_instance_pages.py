@@ -8,7 +8,7 @@ from django.conf import settings
 from django.urls import reverse
 
 from instances.choices import ImageKind, PowerState, SnapshotState, UserDataMode
-from instances.models import AuditEvent, DiskSnapshot, Instance
+from instances.models import AuditEvent, Disk, DiskSnapshot, Instance
 from instances.services import network
 from instances.services.instances import instance_create
 from instances.services.keys import ssh_key_add
@@ -363,6 +363,47 @@ def test_the_storage_tab_shows_each_snapshots_state_and_retries_a_failed_one(
     assert len(callbacks) == 1
     retried = DiskSnapshot.objects.get(name="before-upgrade")
     assert (retried.state, retried.message) == (SnapshotState.TAKING, "")
+
+
+def test_the_storage_tab_acts_only_on_its_own_instances_disks(
+    client_for, instance, project, operator, subnet
+):
+    other = instance_create(
+        project=project, actor=operator, request=instance_request(subnet, name="db-1")
+    )
+    theirs = other.disks.get(role="root")
+    size = theirs.size_gb
+    resize = reverse("instance-disk-action", args=[project.slug, instance.pk, "resize"])
+    page = client_for("operator").post(
+        resize, {"disk": theirs.pk, "size_gb": size + 1}, follow=True
+    )
+    assert "Choose a disk of web-1." in html.unescape(page.text)
+    theirs.refresh_from_db()
+    assert theirs.size_gb == size
+    assert not AuditEvent.objects.filter(action="disk.resize").exists()
+
+
+def test_a_free_disk_is_deleted_from_the_storage_tab_after_a_question(
+    client_for, instance, project, operator
+):
+    from instances.services import storage
+
+    free = storage.disk_create(
+        project=project, actor=operator, name="scratch", zone=instance.zone, size_gb=1
+    )
+    url = reverse("instance-detail", args=[project.slug, instance.pk]) + "?tab=storage"
+    delete = reverse("instance-disk-action", args=[project.slug, instance.pk, "delete-free"])
+    assert f'formaction="{delete}"' in client_for("operator").get(url).text
+    asked = client_for("operator").post(delete, {"disk": free.pk})
+    assert "Delete scratch? Its data and its snapshots are gone for good." in html.unescape(
+        asked.text
+    )
+    assert Disk.objects.filter(pk=free.pk).exists()
+    root = instance.disks.get(role="root")
+    page = client_for("operator").post(delete, {"disk": root.pk, "confirm": "1"}, follow=True)
+    assert "Choose a free disk." in page.text and Disk.objects.filter(pk=root.pk).exists()
+    done = client_for("operator").post(delete, {"disk": free.pk, "confirm": "1"}, follow=True)
+    assert "Disk deleted." in done.text and not Disk.objects.filter(pk=free.pk).exists()
 
 
 def test_every_disk_is_snapshotted_at_once_from_the_storage_tab(

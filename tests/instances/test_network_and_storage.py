@@ -98,6 +98,17 @@ def test_a_persistent_disk_is_detached_only_from_a_stopped_instance(instance, op
     assert disk.instance is None
 
 
+def test_the_root_disk_is_never_detached(instance, operator):
+    root = instance.disks.get(role=DiskRole.ROOT)
+    with pytest.raises(ActionRefused) as refused:
+        storage.disk_detach(disk=root, actor=operator)
+    assert refused.value.message == (
+        "web-1-root is web-1's root disk, which stays with it: snapshot it, or delete the instance."
+    )
+    root.refresh_from_db()
+    assert root.instance == instance
+
+
 def test_a_disk_is_not_detached_from_an_instance_started_meanwhile(instance, operator):
     disk = instance.disks.get(role=DiskRole.SECONDARY)
     instance.power_state = PowerState.STOPPED
@@ -261,6 +272,42 @@ def test_a_free_disk_cannot_be_detached(project, operator):
     with pytest.raises(ActionRefused) as caught:
         storage.disk_detach(disk=free, actor=operator)
     assert caught.value.message == "data is not attached."
+
+
+def test_a_free_disk_is_deleted_with_its_file_on_the_host_that_holds_it(
+    instance, operator, viewer, host_queue_of, django_capture_on_commit_callbacks
+):
+    queue = host_queue_of(instance)
+    data = storage.disk_add(instance=instance, actor=operator, name="data", size_gb=1)
+    assert (data.backend, data.host) == (instance.backend, instance.host)
+    with pytest.raises(ActionRefused) as attached:
+        storage.disk_delete(disk=data, actor=operator)
+    assert attached.value.message == "data is attached to web-1: detach it first."
+    queue.sent()  # the attach's own messages, if any
+
+    storage.disk_detach(disk=data, actor=operator)
+    with pytest.raises(ActionRefused, match="Needs the operator role"):
+        storage.disk_delete(disk=data, actor=viewer)
+    with django_capture_on_commit_callbacks(execute=True):
+        storage.disk_delete(disk=data, actor=operator)
+    assert not Disk.objects.filter(pk=data.pk).exists()
+    assert [(sent.task, sent.args) for sent in queue.sent()] == [
+        ("instances.disk_file_delete", (instance.backend, f"disk-{data.pk}"))
+    ]
+    assert AuditEvent.objects.filter(action="disk.delete", target_id=str(data.pk)).exists()
+
+
+def test_the_file_task_removes_the_disk_from_the_backends_store(settings):
+    from instances.backends import backend_named
+    from instances.backends.qemu.run_folder import disk_store
+    from instances.tasks import disk_file_delete
+
+    backend = backend_named("qemu")
+    store = disk_store(backend.root)
+    store.mkdir(parents=True, exist_ok=True)
+    (store / "disk-9999.qcow2").write_bytes(b"QFI")
+    disk_file_delete("qemu", "disk-9999")
+    assert not (store / "disk-9999.qcow2").exists()
 
 
 def test_only_root_and_secondary_disks_are_resized(instance, project, operator):

@@ -224,3 +224,18 @@ def test_an_outsider_gets_404_for_the_projects_disks(api_for, outsider, instance
     api = api_for("outsider")
     assert api.get(f"/projects/alpha/disks/{root.pk}").status_code == 404
     assert api.post(f"/projects/alpha/disks/{root.pk}/resize", {"size_gb": 9}).status_code == 404
+
+
+def test_a_free_disk_is_deleted_and_an_attached_one_is_409(api_for, instance, free_disk):
+    api = api_for("operator")
+    attach = api.post(f"/projects/alpha/disks/{free_disk['id']}/attach", {"instance": instance.pk})
+    assert attach.status_code == 200
+    refused = api.delete(f"/projects/alpha/disks/{free_disk['id']}")
+    assert refused.status_code == 409
+    assert refused.json()["detail"] == "data-1 is attached to web-1: detach it first."
+    Instance.objects.filter(pk=instance.pk).update(power_state=PowerState.STOPPED)
+    assert api.post(f"/projects/alpha/disks/{free_disk['id']}/detach").status_code == 200
+    assert api_for("viewer").delete(f"/projects/alpha/disks/{free_disk['id']}").status_code == 403
+    assert api.delete(f"/projects/alpha/disks/{free_disk['id']}").status_code == 204
+    assert not Disk.objects.filter(pk=free_disk["id"]).exists()
+    assert api.delete(f"/projects/alpha/disks/{free_disk['id']}").status_code == 404
