@@ -41,11 +41,17 @@ class WizardStep(forms.Form):
 
     title = ""
     rule: Callable[[InfraConfig], dict[str, str]] = staticmethod(lambda config: {})  # type: ignore[assignment]
+    # field → (the field choosing a mode, the value choosing the mode the field belongs to)
+    mode_fields: dict[str, tuple[str, Any]] = {}
 
     def __init__(self, *args: Any, draft: dict[str, Any] | None = None, **kwargs: Any) -> None:
         self.draft = draft or {}
         super().__init__(*args, **kwargs)
         self.cloud = str(self.draft.get("provider") or Provider.AWS)
+        if self.is_bound:  # a field of the mode not chosen may be left empty
+            for field, (mode, value) in self.mode_fields.items():
+                if self[mode].data != value:
+                    self.fields[field].required = False
 
     def _default(self, field: str, value: Any, fits: Callable[[Any], bool]) -> None:
         """The provider's default for a field, unless the draft holds a value that fits it
@@ -56,6 +62,9 @@ class WizardStep(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
+        for field in self.mode_fields:
+            if field in cleaned and cleaned[field] is None:  # left empty: its mode is not used
+                cleaned[field] = self.fields[field].initial
         values = {**self.draft, **cleaned}
         known = InfraConfig.__dataclass_fields__
         config = InfraConfig(**{k: v for k, v in values.items() if k in known})
@@ -120,6 +129,10 @@ class PoolStep(WizardStep):
     asg_min = forms.IntegerField(label="ASG min", initial=1, min_value=0)
     asg_max = forms.IntegerField(label="ASG max", initial=1, min_value=0)
     asg_desired = forms.IntegerField(label="ASG desired", initial=1, min_value=0)
+    mode_fields = {
+        "instance_count": ("pool_mode", PoolMode.FIXED),
+        **{name: ("pool_mode", PoolMode.ASG) for name in ("asg_min", "asg_max", "asg_desired")},
+    }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -171,6 +184,7 @@ class LoadBalancerStep(WizardStep):
     health_check_path = forms.CharField(initial="/healthz", required=False)
     health_check_port = forms.IntegerField(initial=80)
     dns_name = forms.CharField(label="DNS name", required=False, help_text="e.g. app.example.com")
+    mode_fields = {"health_check_port": ("load_balancer", True)}
 
 
 STEPS: dict[str, type[WizardStep]] = {
@@ -236,4 +250,7 @@ class ScheduleForm(forms.Form):
 
     schedule = forms.ChoiceField(label="Stop schedule", choices=list(SCHEDULES.items()),
                                  required=False)  # fmt: skip
-    schedule_tz = forms.CharField(label="Time zone", max_length=64, initial="UTC")
+    schedule_tz = forms.CharField(
+        label="Time zone", max_length=64, initial="UTC", required=False,
+        help_text="Empty: UTC.",
+    )  # fmt: skip

@@ -49,5 +49,5 @@ def scheduled_on(schedule: str, tz: str, now: datetime) -> bool:
     """Whether the schedule has the VMs running at `now`."""
     if not schedule:
         return True
-    local = now.astimezone(ZoneInfo(tz))
+    local = now.astimezone(ZoneInfo(tz.strip() or "UTC"))  # an empty time zone is UTC
     return local.weekday() in WEEKDAYS and ON_FROM <= local.hour < ON_UNTIL

@@ -98,6 +98,7 @@ def wizard(request: AuthedRequest, project_slug: str, step: str = "provider") ->
         return _review(request, project, draft)
     form = _form_for(step, draft, project)
     if request.method == "POST":
+        draft.pop("created", None)  # answering a step again starts the next environment
         data = request.POST.copy()
         draft["raw"][step] = {key: data.get(key) for key in data if key != "csrfmiddlewaretoken"}
         form = _form_for(step, draft, project, data=draft["raw"][step])
@@ -124,6 +125,11 @@ def _go(request: AuthedRequest, project: Project, step: str) -> HttpResponse:
     if request.htmx:
         return HttpResponseClientRedirect(url)
     return redirect(url)
+
+
+def _go_to_job(request: AuthedRequest, project: Project, pk: int) -> HttpResponse:
+    url = reverse("provisioning-job-detail", args=[project.slug, pk])
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
 
 def _render_wizard(
@@ -228,10 +234,14 @@ def _gcp_plan(config: InfraConfig) -> list[str]:
 
 
 def _review(request: AuthedRequest, project: Project, draft: dict[str, Any]) -> HttpResponse:
+    """The plan, its cost and, for a Fixed pool, the stop schedule; Create makes the job once:
+    its id stays in the wizard's state, and Create again (a double click, a resubmitted page)
+    lands on that job."""
+    if created := draft.get("created"):
+        return _go_to_job(request, project, created)
     missing = [name for name in STEPS if name not in draft["valid"]]
     if missing:
         return _go(request, project, missing[0])
-    config = draft_config(draft["values"])
     account = CloudAccount.objects.filter(
         project=project, pk=draft["values"].get("account")
     ).first()
@@ -240,12 +250,22 @@ def _review(request: AuthedRequest, project: Project, draft: dict[str, Any]) -> 
     errors: list[str] = []
     schedule_problems: list[str] = []
     if request.method == "POST":
+        # kept as typed, checked on Create: Back and a refused Create lose none of it
+        draft["values"]["schedule"] = (
+            WEEKNIGHTS_AND_WEEKENDS
+            if request.POST.get("schedule") == WEEKNIGHTS_AND_WEEKENDS
+            else ""
+        )
+        draft["values"]["schedule_tz"] = request.POST.get("schedule_tz", "").strip()
+        request.session[_draft_key(project)] = draft
+    config = draft_config(draft["values"])
+    if config.pool_mode != PoolMode.FIXED:  # an ASG pool sets its own size: no schedule
+        config.schedule = ""
+    config.schedule_tz = config.schedule_tz or "UTC"
+    if request.method == "POST":
         if request.POST.get("action") == "back":
             return _go(request, project, STEP_NAMES[-2])
         config.region = config.region or account.default_region
-        if request.POST.get("schedule") == WEEKNIGHTS_AND_WEEKENDS:
-            config.schedule = WEEKNIGHTS_AND_WEEKENDS
-            config.schedule_tz = request.POST.get("schedule_tz", "").strip() or "UTC"
         try:
             job = jobs.job_create(
                 project=project, account=account, actor=request.user,
@@ -259,9 +279,8 @@ def _review(request: AuthedRequest, project: Project, draft: dict[str, Any]) -> 
         except ActionRefused as error:
             errors = [error.message]
         else:
-            request.session.pop(_draft_key(project), None)
-            url = reverse("provisioning-job-detail", args=[project.slug, job.pk])
-            return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+            request.session[_draft_key(project)] = {"created": job.pk}
+            return _go_to_job(request, project, job.pk)
     cost = estimate(
         instance_type=config.instance_type, count=config.vm_count, disk_gb=config.disk_gb,
         load_balancer=config.load_balancer, nat=config.network_mode == NetworkMode.NEW,
@@ -301,6 +320,7 @@ def _job_context(
     steps = list(job.steps.all())
     allowed = actions.job_allowed_actions(job, role)
     config = InfraConfig.from_json(job.config)
+    config.schedule_tz = config.schedule_tz.strip() or "UTC"  # as the schedule reads it
     if health_form is None:
         health_form = HealthCheckForm(
             initial={"health_check_path": config.health_check_path,

@@ -79,3 +79,29 @@ def test_the_wizard_takes_a_job_from_provider_to_ready_with_live_steps(
     expect(page.locator("tr[data-status=succeeded]")).to_have_count(11)
     expect(page.locator("#vms tbody tr")).to_have_count(2)
     expect(page.get_by_role("button", name="Detach load balancer")).to_be_visible()
+
+
+def test_enter_in_a_field_goes_forward_and_back_stays_on_the_left(page, login, project, operator):
+    account_create(
+        project=project, actor=None, name="Unused AWS", access_key_id="unused",
+        secret_access_key="unused", endpoint_url="http://127.0.0.1:9", sandbox=True,
+    )  # fmt: skip
+    login("operator")
+    page.goto(f"/projects/{project.slug}/provisioning/new/")
+    page.fill("#id_name", "shop")
+    page.press("#id_name", "Enter")
+    expect(page.locator("[aria-current=step]")).to_have_text("Region and pool")
+    back, forward = page.locator("button[value=back]"), page.locator("button[value=next]")
+    assert back.bounding_box()["x"] < forward.bounding_box()["x"]  # Back shows on the left
+    page.fill("#id_instance_count", "2")
+    page.press("#id_instance_count", "Enter")
+    expect(page.locator("[aria-current=step]")).to_have_text("Machines")
+    page.click("button:has-text('Back')")  # the button still says which way it goes
+    expect(page.locator("[aria-current=step]")).to_have_text("Region and pool")
+    expect(page.locator("#id_instance_count")).to_have_value("2")
+    for field, lands_on in [("#id_region", "Machines"), ("#id_disk_gb", "Network"),
+                            ("#id_vpc_cidr", "Load balancer"), ("#id_dns_name", "Review")]:  # fmt: skip
+        page.press(field, "Enter")
+        expect(page.locator("[aria-current=step]")).to_have_text(lands_on)
+    back, create = page.locator("button[value=back]"), page.locator("button[value=create]")
+    assert back.bounding_box()["x"] < create.bounding_box()["x"]

@@ -1,6 +1,7 @@
 """ZopNight stop schedules of Fixed pools: when they call for the VMs, what they do at each edge
 (through the power services, as the buttons), what they leave alone, and their bad input."""
 
+import re
 from datetime import UTC, datetime
 
 import pytest
@@ -235,3 +236,20 @@ def test_no_load_balancer_is_attached_while_the_schedule_has_the_vms_stopped(lan
     schedules_apply(SATURDAY_NOON)
     with pytest.raises(ActionRefused, match="The stop schedule has the VMs stopped"):
         job_vm_op(job=landed, actor=operator, op="attach_lb")
+
+
+def test_a_job_with_an_empty_time_zone_shows_and_keeps_utc(client_for, landed, project):
+    config = InfraConfig.from_json(landed.config)
+    config.schedule, config.schedule_tz = WEEKNIGHTS_AND_WEEKENDS, ""
+    ProvisioningJob.objects.filter(pk=landed.pk).update(config=config.to_json())
+    page = client_for("operator").get(f"/projects/{project.slug}/provisioning/jobs/{landed.pk}/")
+    assert "(UTC)" in page.text and "()" not in page.text
+    assert re.search(r'name="schedule_tz" value="UTC"', page.text)
+    assert scheduled_on(WEEKNIGHTS_AND_WEEKENDS, "", SATURDAY_NOON) is False
+
+
+def test_removing_the_schedule_needs_no_time_zone(client_for, landed, project):
+    action = f"/projects/{project.slug}/provisioning/jobs/{landed.pk}/schedule/"
+    done = client_for("operator").post(action, {"schedule": "", "schedule_tz": ""}, follow=True)
+    assert "This field is required" not in done.text and "None: the VMs run 24×7" in done.text
+    assert InfraConfig.from_json(ProvisioningJob.objects.get(pk=landed.pk).config).schedule == ""

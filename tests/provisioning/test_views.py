@@ -299,3 +299,106 @@ def test_choosing_another_cloud_in_the_wizard_asks_the_later_steps_again(
     response = client.get(url("review"))
     assert response.status_code == 302 and response.url.endswith("/new/pool/")
     assert 'value="us-central1"' in client.get(url("pool")).content.decode()
+
+
+def test_the_forward_button_comes_first_so_enter_goes_forward(client_for, account):
+    client = client_for("operator")
+    walk(client, account, until="machine")
+    step = client.get(url("machine")).text
+    assert step.index('value="next"') < step.index('value="back"')
+    assert 'class="actions forward-first"' in step
+    walk(client, account)
+    review = client.get(url("review")).text
+    assert review.index('value="create"') < review.index('value="back"')
+    assert 'hx-disabled-elt="#wizard .actions button"' in review
+
+
+def test_back_from_the_review_keeps_every_value_with_the_schedule_and_its_time_zone(
+    client_for, account
+):
+    client = client_for("operator")
+    walk(client, account)
+    back = client.post(
+        url("review"),
+        {"action": "back", "schedule": "weeknights-weekends", "schedule_tz": "Asia/Tokyo"},
+    )
+    assert back.status_code == 302 and back.url.endswith("/load-balancer/")
+    for step, data in WIZARD:
+        page = client.get(url(step)).text
+        for field, value in data.items():
+            if field == "load_balancer":
+                assert re.search(r'name="load_balancer"[^>]*checked', page), step
+            elif field in ("provider", "pool_mode", "bootstrap_mode", "network_mode"):
+                assert re.search(rf'name="{field}" value="{value}"[^>]*checked', page), field
+            elif field in ("instance_type", "exec_mode"):
+                assert re.search(rf'<option value="{value}"[^>]*selected', page), field
+            else:
+                assert f'value="{value}"' in page, (step, field)
+    client.post(url("load-balancer"), {**WIZARD[4][1], "action": "next"})
+    review = client.get(url("review")).text
+    assert re.search(r'name="schedule" value="weeknights-weekends" checked', review)
+    assert 'name="schedule_tz" value="Asia/Tokyo"' in review
+    # unticked on the way back: it stays unticked
+    client.post(url("review"), {"action": "back", "schedule_tz": "Asia/Tokyo"})
+    review = client.get(url("review")).text
+    assert not re.search(r'name="schedule" value="weeknights-weekends" checked', review)
+    assert 'name="schedule_tz" value="Asia/Tokyo"' in review
+
+
+def test_create_twice_lands_on_the_same_job(client_for, account):
+    client = client_for("operator")
+    walk(client, account)
+    first = client.post(url("review"), {"action": "create"})
+    second = client.post(url("review"), {"action": "create"})
+    job = ProvisioningJob.objects.get()
+    assert first.url == second.url == f"/projects/alpha/provisioning/jobs/{job.pk}/"
+    htmx = client.post(url("review"), {"action": "create"}, headers={"HX-Request": "true"})
+    assert htmx["HX-Redirect"] == f"/projects/alpha/provisioning/jobs/{job.pk}/"
+    assert ProvisioningJob.objects.count() == 1
+    # the next environment starts from a blank wizard and is a job of its own
+    assert 'value="shop"' not in client.get(url("provider")).text
+    walk(client, account)
+    client.post(url("review"), {"action": "create"})
+    assert ProvisioningJob.objects.count() == 2
+
+
+def test_the_savings_row_shows_only_for_a_fixed_pool_the_schedule_can_stop(client_for, account):
+    client = client_for("operator")
+    walk(client, account)
+    fixed = client.get(url("review")).text
+    assert 'id="cost-savings"' in fixed and "With a weeknight/weekend stop schedule" in fixed
+    asg = {**WIZARD[1][1], "pool_mode": "ASG", "asg_max": "2", "asg_desired": "2"}
+    assert client.post(url("pool"), {**asg, "action": "next"}).status_code == 302
+    page = client.get(url("review")).text
+    assert "auto scaling group" in page
+    assert 'id="cost-savings"' not in page and "stop schedule" not in page
+
+
+def test_fields_of_the_pool_mode_not_chosen_may_be_left_empty(client_for, account):
+    client = client_for("operator")
+    walk(client, account, until="pool")
+    asg = {"region": "us-east-1", "pool_mode": "ASG", "instance_count": "", "asg_min": "1",
+           "asg_max": "2", "asg_desired": "2", "action": "next"}  # fmt: skip
+    assert client.post(url("pool"), asg).status_code == 302
+    fixed = {"region": "us-east-1", "pool_mode": "Fixed", "instance_count": "2", "action": "next"}
+    assert client.post(url("pool"), fixed).status_code == 302
+    # the chosen mode's fields are still required, at the field
+    missing = client.post(url("pool"), {**fixed, "instance_count": ""})
+    assert missing.status_code == 200
+    assert re.search(r'id="instance_count-error"[^>]*>This field is required', missing.text)
+    missing = client.post(url("pool"), {**asg, "asg_desired": ""})
+    assert re.search(r'id="asg_desired-error"[^>]*>This field is required', missing.text)
+    assert "asg_min-error" not in missing.text and "instance_count-error" not in missing.text
+    # without a load balancer, its health check port is not asked for
+    client.post(url("pool"), fixed)
+    for step, data in WIZARD[2:4]:
+        assert client.post(url(step), {**data, "action": "next"}).status_code == 302
+    no_lb = {"health_check_path": "/healthz", "health_check_port": "", "action": "next"}
+    assert client.post(url("load-balancer"), no_lb).status_code == 302
+    with_lb = client.post(url("load-balancer"), {**no_lb, "load_balancer": "on"})
+    assert re.search(r'id="health_check_port-error"[^>]*>This field is required', with_lb.text)
+    client.post(url("load-balancer"), no_lb)
+    client.post(url("review"), {"action": "create"})
+    config = ProvisioningJob.objects.get().config
+    assert (config["instance_count"], config["load_balancer"]) == (2, False)
+    assert config["health_check_port"] == 80
