@@ -357,7 +357,7 @@ def test_create_twice_lands_on_the_same_job(client_for, account):
     assert ProvisioningJob.objects.count() == 1
     # the next environment starts from a blank wizard and is a job of its own
     assert 'value="shop"' not in client.get(url("provider")).text
-    walk(client, account)
+    walk(client, account, name="shop-2")
     client.post(url("review"), {"action": "create"})
     assert ProvisioningJob.objects.count() == 2
 

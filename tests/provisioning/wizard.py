@@ -13,11 +13,11 @@ def url(step):
     return f"/projects/alpha/provisioning/new/{step}/"
 
 
-def walk(client, account, until=None):
+def walk(client, account, until=None, name="shop"):
     for step, data in WIZARD:
         if step == until:
             return
         if step == "provider":
-            data = {**data, "account": account.pk}
+            data = {**data, "account": account.pk, "name": name}
         response = client.post(url(step), {**data, "action": "next"})
         assert response.status_code == 302, response.content.decode()[:2000]
