@@ -7,7 +7,7 @@ import pytest
 import yaml
 from django.urls import reverse
 
-from instances.redaction import HIDDEN, user_data_redacted
+from instances.redaction import HIDDEN, text_redacted, user_data_redacted
 from instances.services.instances import instance_create
 from tests.factories import instance_request
 
@@ -128,6 +128,38 @@ def test_credentials_inside_commands_and_files_are_hidden():
         f"-----BEGIN EC PRIVATE KEY-----\n{HIDDEN}\n-----END EC PRIVATE KEY-----\n"
     )
     assert blob == {"path": "/etc/blob", "encoding": "b64", "content": HIDDEN}
+
+
+@pytest.mark.parametrize(
+    ("line", "shown"),
+    [
+        ("mysql -u root -pS3 app", f"mysql -u root -p{HIDDEN} app"),
+        ("mysql -u root -p app", "mysql -u root -p app"),  # a bare -p asks for it
+        ("mysqladmin -pS3 status", f"mysqladmin -p{HIDDEN} status"),
+        ("htpasswd -bc /etc/web.htpasswd ann S3", f"htpasswd -bc /etc/web.htpasswd ann {HIDDEN}"),
+        ("htpasswd -B -b /f ann S3 && echo ok", f"htpasswd -B -b /f ann {HIDDEN} && echo ok"),
+        ("htpasswd -c /etc/web.htpasswd ann", "htpasswd -c /etc/web.htpasswd ann"),
+        ("curl -H 'X-Api-Key: S3' x", f"curl -H 'X-Api-Key: {HIDDEN}' x"),
+        ("curl -H 'Authorization: Basic YTpi' x", f"curl -H 'Authorization: Basic {HIDDEN}' x"),
+        ("echo basic setup", "echo basic setup"),
+        ("openssl rsa -passin pass:S3 -in k", f"openssl rsa -passin pass:{HIDDEN} -in k"),
+        ("openssl enc -pass env:KEY", "openssl enc -pass env:KEY"),
+    ],
+)
+def test_passwords_on_common_command_lines_are_hidden(line, shown):
+    assert text_redacted(line) == shown
+
+
+def test_a_command_written_as_a_list_is_read_as_the_line_it_runs():
+    shown = yaml.safe_load(
+        user_data_redacted(
+            "#cloud-config\nruncmd:\n  - [mysql, -u, root, -pS3]\n  - [htpasswd, -b, /f, ann, S3]\n"
+        )
+    )
+    assert shown["runcmd"] == [
+        ["mysql", "-u", "root", f"-p{HIDDEN}"],
+        ["htpasswd", "-b", "/f", "ann", HIDDEN],
+    ]
 
 
 def test_a_document_with_aliases_is_hidden_whole_and_at_once():
