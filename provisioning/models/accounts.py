@@ -1,3 +1,4 @@
+from django.core.validators import RegexValidator
 from django.db import models
 
 from provisioning import secrets
@@ -18,7 +19,19 @@ class CloudAccount(models.Model):
     default_region = models.CharField(max_length=32, default="us-east-1")
     access_key_id = models.CharField(max_length=128, blank=True)
     secret_access_key_encrypted = models.TextField(blank=True, editable=False)
-    role_arn = models.CharField("Role ARN", max_length=2048, blank=True)
+    role_arn = models.CharField(
+        "Role ARN",
+        max_length=2048,
+        blank=True,
+        validators=[
+            RegexValidator(
+                r"^arn:aws(-cn|-us-gov)?:iam::\d{12}:role/[\w+=,.@/-]{1,512}$",
+                "Enter the ARN of an IAM role, such as "
+                "arn:aws:iam::123456789012:role/zopday-provisioner.",
+                code="role_arn",
+            )
+        ],
+    )
     gcp_project = models.CharField(
         "GCP project", max_length=30, blank=True, help_text="The project GCP jobs provision in."
     )

@@ -193,6 +193,22 @@ def test_admins_add_accounts_with_the_secret_encrypted(client_for, project):
     assert "s3cr3t-value" not in page
 
 
+def test_a_role_arn_that_is_not_one_is_refused_at_its_field(client_for, project):
+    data = {"name": "Prod", "provider": "aws", "default_region": "eu-west-1",
+            "role_arn": "zopday-provisioner"}  # fmt: skip
+    response = client_for("owner").post("/projects/alpha/provisioning/accounts/", data)
+    assert response.status_code == 200
+    assert (
+        'id="role_arn-error">Enter the ARN of an IAM role, such as '
+        "arn:aws:iam::123456789012:role/zopday-provisioner."
+    ) in response.content.decode()
+    assert not CloudAccount.objects.exists()
+    data["role_arn"] = "arn:aws:iam::123456789012:role/ops/zopday-provisioner"
+    assert (
+        client_for("owner").post("/projects/alpha/provisioning/accounts/", data).status_code == 302
+    )
+
+
 def test_test_connection_is_a_post_for_operators(client_for, account):
     path = f"/projects/alpha/provisioning/accounts/{account.pk}/test/"
     assert client_for("viewer").post(path).status_code == 403
