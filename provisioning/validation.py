@@ -105,6 +105,28 @@ def machine_errors(config: InfraConfig) -> dict[str, str]:
     return errors
 
 
+AMI_ID = re.compile(r"^ami-(?:[0-9a-f]{8}|[0-9a-f]{17})$")
+GCE_IMAGE = re.compile(
+    r"^(?:(?:https://www\.googleapis\.com/compute/v1/)?projects/[a-z][-a-z0-9.:]*[a-z0-9]"
+    r"/global/images/(?:family/)?)?[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$"
+)
+
+
+def image_errors(config: InfraConfig) -> dict[str, str]:
+    """An image asked for by id (the default otherwise) has that cloud's form; stepValidate
+    checks that it exists."""
+    if not config.image_id:
+        return {}
+    if config.provider == Provider.GCP and not GCE_IMAGE.match(config.image_id):
+        return {
+            "image_id": "Give an image name, or projects/PROJECT/global/images/NAME (or "
+            ".../images/family/FAMILY), e.g. projects/debian-cloud/global/images/family/debian-12."
+        }
+    if config.provider == Provider.AWS and not AMI_ID.match(config.image_id):
+        return {"image_id": "Give an AMI id such as ami-0123456789abcdef0."}
+    return {}
+
+
 def network_errors(config: InfraConfig) -> dict[str, str]:
     errors = {}
     if config.network_mode == NetworkMode.NEW:
@@ -190,6 +212,7 @@ def config_errors(config: InfraConfig) -> dict[str, str]:
         **provider_errors(config.provider),
         **pool_errors(config),
         **machine_errors(config),
+        **image_errors(config),
         **network_errors(config),
         **load_balancer_errors(config),
         **stop_schedule_errors(config),

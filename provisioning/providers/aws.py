@@ -77,7 +77,20 @@ class AwsProvider(AwsLoadBalancer):
                     f"not in {config.existing_vpc_id}."
                 )
             ctx.log(f"existing VPC {config.existing_vpc_id}, subnet {config.existing_subnet_id}")
-        if not config.image_id:
+        if config.image_id:
+            try:
+                found = ec2.describe_images(ImageIds=[config.image_id])["Images"]
+            except ClientError as error:
+                if not error.response["Error"].get("Code", "").startswith("InvalidAMIID"):
+                    raise
+                found = []
+            if not found:
+                raise CloudError(
+                    f"The image {config.image_id} does not exist in {self.region}, or this "
+                    "account may not use it: give another image id, or none for the default."
+                )
+            ctx.log(f"image {config.image_id}: {found[0].get('Name', '')}")
+        else:
             parameter = self.client("ssm").get_parameter(Name=DEFAULT_AMI_PARAMETER)
             config.image_id = parameter["Parameter"]["Value"]
             ctx.save()

@@ -95,7 +95,10 @@ class GcpProvider(GcpLoadBalancer):
             ctx.log(
                 f"existing network {config.existing_vpc_id}, subnetwork {config.existing_subnet_id}"
             )
-        if not config.image_id:
+        if config.image_id:
+            self._check_image(config.image_id)
+            ctx.log(f"image {config.image_id}")
+        else:
             project, family = DEFAULT_IMAGE
             image = self.client(compute_v1.ImagesClient).get_from_family(
                 project=project, family=family
@@ -104,6 +107,25 @@ class GcpProvider(GcpLoadBalancer):
             ctx.log(f"image {config.image_id} (family {family})")
         ctx.save()
         return f"Credentials, region {self.region} and image {short(config.image_id)} checked."
+
+    def _check_image(self, image_id: str) -> None:
+        """The image a job asked for exists: a name (of the account's project), or a
+        projects/.../global/images/[family/]NAME path."""
+        path = image_id.split("projects/", 1)[-1] if "projects/" in image_id else ""
+        project, _, rest = path.partition("/global/images/") if path else ("", "", image_id)
+        images = self.client(compute_v1.ImagesClient)
+        if rest.startswith("family/"):
+            family = rest.removeprefix("family/")
+            found = not_found(
+                lambda: images.get_from_family(project=project or self.project, family=family)
+            )
+        else:
+            found = not_found(lambda: images.get(project=project or self.project, image=rest))
+        if found is None:
+            raise CloudError(
+                f"The image {image_id} does not exist, or this account may not use it: give "
+                "another image, or none for the default."
+            )
 
     def _offering(self, machine_type: str, zones: list[str]) -> list[str]:
         """Those of `zones` that offer the machine type: one aggregated list for the project."""

@@ -255,6 +255,19 @@ def test_a_machine_type_no_zone_of_the_region_offers_fails_validate_and_makes_no
     assert ours(gcp, job) == {}
 
 
+def test_an_image_asked_for_is_checked_at_validate(gcp, make_gcp_job):
+    job = job_run_inline(make_gcp_job(image_id="projects/debian-cloud/global/images/nope").pk)
+    assert job.status == JobStatus.FAILED
+    assert job.steps.get(name="stepValidate").message == (
+        "The image projects/debian-cloud/global/images/nope does not exist, or this account may "
+        "not use it: give another image, or none for the default."
+    )
+    assert ours(gcp, job) == {}
+    family = "projects/debian-cloud/global/images/family/debian-12"
+    job = job_run_inline(make_gcp_job("web2", image_id=family).pk)
+    assert job.status == JobStatus.READY, job.message
+
+
 def test_gcp_requests_are_checked_field_by_field(gcp_account, project, owner):
     from provisioning.services.jobs import job_create
 
@@ -272,6 +285,9 @@ def test_gcp_requests_are_checked_field_by_field(gcp_account, project, owner):
         "Choose one of: e2-micro, e2-small"
     )
     assert errors(exec_mode="SSM")["exec_mode"] == ["On GCP the exec channel is OSConfig."]
+    assert errors(image_id="Debian_12")["image_id"][0].startswith(
+        "Give an image name, or projects/PROJECT/global/images/NAME"
+    )
     assert errors(network_mode="existing", existing_vpc_id="Prod_Net", existing_subnet_id="")[
         "existing_vpc_id"
     ] == ["Give the name of a VPC network such as prod-net."]

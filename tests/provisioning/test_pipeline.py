@@ -1,6 +1,7 @@
 import base64
 
 import pytest
+from django.core.exceptions import ValidationError
 
 from instances.models import Instance
 from provisioning import pipeline
@@ -127,6 +128,23 @@ CHECKS = [
     "DescribeInstances", "DescribeInstances",  # stepRegisterSpace, stepFinalize
 ]  # fmt: skip
 SERVICES = ["ec2", "iam", "ssm", "sts", "elbv2", "route53", "autoscaling"]
+
+
+def test_an_image_asked_for_is_checked_at_validate_and_its_form_at_once(aws, make_job):
+    job = job_run_inline(make_job(image_id="ami-0123456789abcdef0").pk)
+    assert job.status == JobStatus.FAILED
+    assert job.steps.get(name="stepValidate").message == (
+        "The image ami-0123456789abcdef0 does not exist in us-east-1, or this account may not "
+        "use it: give another image id, or none for the default."
+    )
+    assert not any(tagged_resources(aws, job.token).values())
+    ami = raw_client(aws, "ec2").describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    assert job_run_inline(make_job("web2", image_id=ami).pk).status == JobStatus.READY
+    with pytest.raises(ValidationError) as refused:
+        make_job("web3", image_id="ubuntu-24.04")
+    assert refused.value.message_dict == {
+        "image_id": ["Give an AMI id such as ami-0123456789abcdef0."]
+    }
 
 
 def test_a_first_attempt_creates_without_looking_anything_up(aws, make_job):
