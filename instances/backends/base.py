@@ -14,6 +14,9 @@ from typing import Protocol
 # What one machine holds, whichever backend runs it; services refuse more before any work.
 MAX_SATA_DEVICES = 6  # SATA disks and CD-ROM drives: the ports of one AHCI controller
 HOTPLUG_DISKS = 3  # virtio disks plugged in while it runs, until its next start
+# Virtio disks and interfaces together: each takes one of the 26 PCIe slots a q35 machine has
+# left after its own devices (display, RNG, serial channels, seed), less the hot-plug ports.
+MAX_PCI_DEVICES = 26 - HOTPLUG_DISKS
 
 
 class BackendError(Exception):

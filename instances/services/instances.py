@@ -12,6 +12,7 @@ from django.db import transaction
 
 from instances import actions
 from instances.access import project_role
+from instances.backends.base import MAX_PCI_DEVICES
 from instances.choices import DiskBus, DiskRole, PowerState, Role, RunStrategy
 from instances.errors import ActionRefused
 from instances.models import Disk, Image, Instance, Project, SSHKey, Subnet
@@ -19,7 +20,7 @@ from instances.services import power
 from instances.services.audit import audit_record
 from instances.services.network import build_nic, check_nic
 from instances.services.queueing import enqueue_host_task
-from instances.services.storage import check_room
+from instances.services.storage import check_room, pci_devices, pci_full
 
 STARTS_ON_CREATE = {RunStrategy.ALWAYS, RunStrategy.RERUN_ON_FAILURE, RunStrategy.ONCE}
 AT_LEAST_ONE_NIC = "Attach the instance to at least one subnet."
@@ -128,6 +129,8 @@ def instance_create(
                     instance=instance, subnet=nic.subnet, index=index, ipv4=nic.ipv4,
                     ipv6=nic.ipv6, mac=nic.mac, model=nic.model,
                 )  # fmt: skip
+        if not errors and pci_devices(instance) > MAX_PCI_DEVICES:
+            errors["nics"] = [pci_full(instance, "ask for fewer, or give some disks SATA")]
         if errors:
             raise ValidationError(errors)  # and the transaction keeps nothing
         audit_record(

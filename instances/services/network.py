@@ -10,12 +10,14 @@ from django.db import transaction
 
 from instances import actions
 from instances.access import project_role
+from instances.backends.base import MAX_PCI_DEVICES
 from instances.choices import CarrierState, IpMode, LinkState, NicModel, PowerState
 from instances.errors import ActionRefused
 from instances.models import ElasticIP, Instance, NetworkInterface, Project, Subnet
 from instances.services import ipam
 from instances.services.audit import audit_record
 from instances.services.queueing import enqueue_host_task
+from instances.services.storage import pci_devices, pci_full
 from instances.validators import validate_mac
 
 
@@ -147,6 +149,8 @@ def nic_add(
     """Attach the instance to another subnet; the interface appears at the next start."""
     actions.require(actions.configure(instance, project_role(actor, instance.project)))
     with transaction.atomic():
+        if pci_devices(instance) >= MAX_PCI_DEVICES:
+            raise ActionRefused(pci_full(instance, "remove one first"))
         used = set(instance.nics.values_list("index", flat=True))
         index = next(i for i in range(len(used) + 1) if i not in used)
         nic = build_nic(instance=instance, subnet=subnet, index=index, **options)

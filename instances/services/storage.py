@@ -7,7 +7,7 @@ from django.db.models import F, Q
 
 from instances import actions
 from instances.access import project_role
-from instances.backends.base import HOTPLUG_DISKS, MAX_SATA_DEVICES
+from instances.backends.base import HOTPLUG_DISKS, MAX_PCI_DEVICES, MAX_SATA_DEVICES
 from instances.choices import DiskBus, DiskRole, ImageKind, PowerState
 from instances.errors import ActionRefused
 from instances.models import Disk, Image, Instance, Project
@@ -133,6 +133,12 @@ def check_room(instance: Instance, disk: Disk, *, creating: bool = False) -> Non
                     f"{instance.name}: {fix}."
                 }
             )
+    virtio = [d for d in others if effective_bus(d) == DiskBus.VIRTIO]
+    if effective_bus(disk) == DiskBus.VIRTIO and (
+        len(virtio) + instance.nics.count() >= MAX_PCI_DEVICES
+    ):
+        fix = "give the disk SATA, or ask for fewer" if creating else "detach one first"
+        raise ValidationError({"disk": pci_full(instance, fix)})
     sata = [d for d in others if effective_bus(d) == DiskBus.SATA]
     if effective_bus(disk) == DiskBus.SATA and len(sata) >= MAX_SATA_DEVICES:
         fix = "give the disks virtio, or ask for fewer" if creating else "detach one first"
@@ -142,6 +148,19 @@ def check_room(instance: Instance, disk: Disk, *, creating: bool = False) -> Non
                 f"as many as an instance holds: {fix}."
             }
         )
+
+
+def pci_full(instance: Instance, fix: str) -> str:
+    return (
+        f"{instance.name} has {MAX_PCI_DEVICES} virtio disks and interfaces together, as many "
+        f"as its machine holds: {fix}."
+    )
+
+
+def pci_devices(instance: Instance) -> int:
+    """The instance's virtio disks and interfaces: each takes a PCIe slot of its machine."""
+    disks = instance.disks.select_related("image")
+    return sum(effective_bus(d) == DiskBus.VIRTIO for d in disks) + instance.nics.count()
 
 
 def _attached_elsewhere(name: str, holder: object) -> ValidationError:

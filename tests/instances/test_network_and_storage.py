@@ -310,6 +310,39 @@ def test_the_file_task_removes_the_disk_from_the_backends_store(settings):
     assert not (store / "disk-9999.qcow2").exists()
 
 
+def test_an_instance_holds_as_many_virtio_disks_and_interfaces_as_its_machine_does(
+    project, operator, subnet
+):
+    from instances.backends.base import MAX_PCI_DEVICES
+
+    def request(name: str, disks: int) -> object:
+        return instance_request(
+            subnet, name=name, disks=[DiskRequest(size_gb=1, bus="virtio")] * disks
+        )
+
+    with pytest.raises(ValidationError) as refused:  # root + 22 + eth0 = 24
+        instance_create(
+            project=project, actor=operator, request=request("big", MAX_PCI_DEVICES - 1)
+        )
+    assert refused.value.message_dict == {
+        "nics": [
+            f"big has {MAX_PCI_DEVICES} virtio disks and interfaces together, as many as its "
+            "machine holds: ask for fewer, or give some disks SATA."
+        ]
+    }
+    assert not Instance.objects.filter(name="big").exists()
+    full = instance_create(  # root + 21 + eth0 = 23
+        project=project, actor=operator, request=request("full", MAX_PCI_DEVICES - 2)
+    )
+    with pytest.raises(ActionRefused) as nic:
+        network.nic_add(instance=full, actor=operator, subnet=subnet)
+    assert nic.value.message.endswith("as many as its machine holds: remove one first.")
+    with pytest.raises(ValidationError) as disk:
+        storage.disk_add(instance=full, actor=operator, name="one-more", size_gb=1, bus="virtio")
+    assert disk.value.message_dict["disk"][0].endswith("holds: detach one first.")
+    storage.disk_add(instance=full, actor=operator, name="on-sata", size_gb=1, bus="sata")
+
+
 def test_only_root_and_secondary_disks_are_resized(instance, project, operator):
     drive = storage.disk_create(
         project=project, actor=operator, name="cd", zone="local-1a", size_gb=0, role=DiskRole.CDROM
