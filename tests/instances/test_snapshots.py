@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from instances import backends, tasks
-from instances.backends.base import BackendError
+from instances.backends.base import BackendError, DiskSpec
 from instances.choices import DiskBus, DiskRole, Outcome, PowerState, SnapshotState
 from instances.errors import ActionRefused
 from instances.models import AuditEvent, Disk, DiskSnapshot, Instance
@@ -35,8 +35,8 @@ class SnapshottingBackend:
             raise self.answer
         return self.answer
 
-    def snapshot_disks(self, machine_id: str, disk_names: list[str], snapshot_name: str) -> bool:
-        self.taken.append((tuple(disk_names), snapshot_name))
+    def snapshot_disks(self, machine_id: str, disks: list[DiskSpec], snapshot_name: str) -> bool:
+        self.taken.append((tuple(disk.name for disk in disks), snapshot_name))
         return bool(self._answer())
 
     def revert_snapshot(self, machine_id: str, disk_name: str, snapshot_name: str) -> int:
