@@ -743,3 +743,39 @@ def test_an_error_naming_no_row_of_the_tab_is_shown_at_the_top(client_for, insta
     page = client_for("operator").post(url, {"disk": 999999}, follow=True).text
     assert '<ul class="messages">' in page and "Choose a disk of web-1." in page
     assert "data-row-error" not in page
+
+
+@pytest.mark.parametrize(
+    ("action", "data"),
+    [
+        ("detach", {}),
+        ("resize", {"size_gb": "50"}),
+        ("snapshot", {"name": "nightly"}),
+        ("eject", {}),
+        ("insert", {}),
+    ],
+)
+def test_no_storage_form_acts_on_a_disk_of_another_instance_or_project(
+    client_for, instance, project, operator, subnet, other_project, action, data
+):
+    from instances.services.instances import DiskRequest
+
+    other = instance_create(
+        project=project,
+        actor=operator,
+        request=instance_request(subnet, name="web-2", disks=[DiskRequest(size_gb=2)]),
+    )
+    theirs = other.disks.get(role="secondary")
+    foreign = Disk.objects.create(project=other_project, zone="local-1a", name="far", size_gb=1)
+    if action == "insert":
+        data = {"image": ImageFactory(name="installer", kind=ImageKind.ISO).pk}
+    url = reverse("instance-disk-action", args=[project.slug, instance.pk, action])
+    for disk in (theirs, foreign):
+        response = client_for("operator").post(url, {"disk": disk.pk, **data}, follow=True)
+        assert response.status_code == 200
+        assert "Choose a disk of web-1." in response.text
+    assert (Disk.objects.get(pk=theirs.pk).instance, Disk.objects.get(pk=theirs.pk).size_gb) == (
+        other,
+        2,
+    )
+    assert not DiskSnapshot.objects.exists()
