@@ -185,11 +185,12 @@ class Backend(Protocol):
     def resize_disk(self, spec: MachineSpec, disk: DiskSpec) -> None: ...
 
     def snapshot_disks(
-        self, machine_id: str, disk_names: Sequence[str], snapshot_name: str
+        self, machine_id: str, disks: Sequence[DiskSpec], snapshot_name: str
     ) -> bool:
         """Snapshots of the disks under one name, taken together (all or none); when running,
         the guest's filesystems are frozen once around them if the guest can (its agent
-        answers). True when they were."""
+        answers). True when they were. A disk with no storage yet (its machine never started)
+        gets it first, as the machine's start would make it."""
 
     def delete_snapshot(self, machine_id: str, disk_name: str, snapshot_name: str) -> None:
         """Remove a snapshot from the disk; one the disk does not hold is gone already."""

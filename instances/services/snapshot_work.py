@@ -15,6 +15,7 @@ from instances.backends.base import Backend
 from instances.choices import Outcome, SnapshotState
 from instances.models import Disk, DiskSnapshot
 from instances.services.audit import audit_record
+from instances.specs import disk_spec
 
 # a state a host's task did not move on from within this long is stuck (its worker stopped):
 # well past a snapshot's four tries of freeze and write (60 s each) and their backoffs
@@ -37,7 +38,7 @@ def snapshots_take(snapshot_ids: list[int]) -> None:
     """Take snapshots of one name on disks of one instance together, under one freeze (an
     instance snapshot): all of them or none. Those no longer taking are left alone; one whose
     disk was detached meanwhile fails, saying so."""
-    rows = DiskSnapshot.objects.select_related("disk__instance")
+    rows = DiskSnapshot.objects.select_related("disk__instance", "disk__image")
     taking = list(rows.filter(pk__in=snapshot_ids, state=SnapshotState.TAKING).order_by("pk"))
     instance = next((s.disk.instance for s in taking if s.disk.instance is not None), None)
     for snapshot in taking:  # detached meanwhile (and maybe attached to another instance)
@@ -47,7 +48,7 @@ def snapshots_take(snapshot_ids: list[int]) -> None:
     if instance is None or not taking:
         return
     frozen = backend_named(instance.backend).snapshot_disks(
-        instance.machine_id, [s.disk.device_name for s in taking], taking[0].name
+        instance.machine_id, [disk_spec(s.disk) for s in taking], taking[0].name
     )
     DiskSnapshot.objects.filter(pk__in=[s.pk for s in taking], state=SnapshotState.TAKING).update(
         state=SnapshotState.READY, consistent=frozen, state_changed_at=timezone.now()

@@ -7,6 +7,7 @@ from django.db.models import F, Q
 
 from instances import actions
 from instances.access import project_role
+from instances.backends import is_local_backend
 from instances.backends.base import HOTPLUG_DISKS, MAX_PCI_DEVICES, MAX_SATA_DEVICES
 from instances.choices import DiskBus, DiskRole, ImageKind, PowerState
 from instances.errors import ActionRefused
@@ -95,6 +96,15 @@ def disk_attach(*, disk: Disk, instance: Instance, actor: AbstractBaseUser) -> N
                 f"until its next start: stop it to attach {disk.name}."
             )
         check_room(instance, disk)
+        held_elsewhere = (disk.backend, disk.host) != (instance.backend, instance.host)
+        if disk.host and is_local_backend(disk.backend) and held_elsewhere:
+            # its file stays on its host: attached on another, the disk would start empty
+            raise ValidationError(
+                {
+                    "disk": f"{disk.name}'s file is on host {disk.host} and {instance.name} "
+                    f"runs on {instance.host}: attach it to an instance on {disk.host}."
+                }
+            )
         disk.instance, disk.backend, disk.host = instance, instance.backend, instance.host
         disk.full_clean()
         # the disk was read before this transaction: it is taken only if still free (or ours)

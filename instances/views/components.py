@@ -23,20 +23,28 @@ from instances.http import AuthedRequest
 from instances.models import Disk, DiskSnapshot, ElasticIP, Instance, NetworkInterface
 from instances.selectors import M, chosen
 from instances.services import network, snapshots, storage
+from instances.templatetags.row_messages import row_tags
 from instances.views.instances import back_to_detail, detail_context, detail_url
 
 TAB_FORMS = {"storage": "disk_form", "networking": "nic_form"}  # detail_context's names
 
 
 def _run(
-    request: AuthedRequest, instance: Instance, tab: str, done: str, call: Callable[[], object]
+    request: AuthedRequest,
+    instance: Instance,
+    tab: str,
+    done: str,
+    call: Callable[[], object],
+    row: str = "",
 ) -> HttpResponse:
+    """Call the action; back to the tab with what happened. Given the row the action was asked
+    from, its error is shown there (templatetags.row_messages), else at the top of the page."""
     try:
         call()
     except ValidationError as error:
-        messages.error(request, " ".join(error.messages))
+        messages.error(request, " ".join(error.messages), extra_tags=row_tags(row))
     except ActionRefused as refused:
-        messages.error(request, refused.message)
+        messages.error(request, refused.message, extra_tags=row_tags(row))
     else:
         messages.success(request, done)
     return back_to_detail(request, instance, tab)
@@ -196,7 +204,28 @@ def disk_action(request: AuthedRequest, project_slug: str, pk: int, action: str)
     ):
         return page
     done, call = handlers[action]
-    return _run(request, instance, "storage", done, call)
+    return _run(request, instance, "storage", done, call, row=_row_of(instance, request))
+
+
+def _row_of(instance: Instance, request: AuthedRequest) -> str:
+    """The Storage tab's row an action was asked from: the row of its disk (or of its
+    snapshot's disk) when that is this instance's, the free disks' card for one that is free;
+    "" when the form named neither (its message goes to the top of the page)."""
+    rows = Disk.objects.filter(project=instance.project)
+    try:
+        if "snapshot" in request.POST:
+            rows = rows.filter(snapshots__pk=int(request.POST["snapshot"]))
+        else:
+            rows = rows.filter(pk=int(request.POST.get("disk", "")))
+    except ValueError:
+        return ""
+    holder = rows.values_list("pk", "instance_id").first()
+    if holder is None:
+        return ""
+    disk_id, instance_id = holder
+    if instance_id == instance.pk:
+        return f"disk-{disk_id}"
+    return "free-disks" if instance_id is None else ""
 
 
 @require_POST

@@ -313,7 +313,7 @@ class CloudVmBackend:
         raise self._unsupported("Disks")
 
     def snapshot_disks(
-        self, machine_id: str, disk_names: Sequence[str], snapshot_name: str
+        self, machine_id: str, disks: Sequence[DiskSpec], snapshot_name: str
     ) -> bool:
         raise self._unsupported("Disk snapshots")
 

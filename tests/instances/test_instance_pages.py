@@ -712,3 +712,70 @@ def test_the_overview_says_who_logs_in_over_ssh_and_with_what(
     page = client_for("viewer").get(url).text
     assert f"ssh USER@{address}</span>" in page
     assert "USER being a user your custom user data creates" in page
+
+
+def test_the_error_of_a_disks_action_is_shown_at_its_row(client_for, instance, project):
+    root = instance.disks.get()
+    url = reverse("instance-disk-action", args=[project.slug, instance.pk, "detach"])
+    page = client_for("operator").post(url, {"disk": root.pk}, follow=True).text
+    message = (
+        "web-1-root is web-1's root disk, which stays with it: snapshot it, or delete the instance."
+    )
+    assert f'data-row-error="disk-{root.pk}">{html.escape(message)}</p>' in page
+    assert '<ul class="messages">' not in page  # shown at the row, not again at the top
+    assert Disk.objects.get(pk=root.pk).instance == instance
+
+
+def test_the_error_of_a_free_disks_action_is_shown_at_the_free_disks_card(
+    client_for, instance, project
+):
+    far = Disk.objects.create(project=project, zone="local-1b", name="far", size_gb=1)
+    url = reverse("instance-disk-action", args=[project.slug, instance.pk, "attach"])
+    page = client_for("operator").post(url, {"disk": far.pk}, follow=True).text
+    assert (
+        'data-row-error="free-disks">The disk is in local-1b but the instance is in local-1a'
+        in page
+    )
+
+
+def test_an_error_naming_no_row_of_the_tab_is_shown_at_the_top(client_for, instance, project):
+    url = reverse("instance-disk-action", args=[project.slug, instance.pk, "detach"])
+    page = client_for("operator").post(url, {"disk": 999999}, follow=True).text
+    assert '<ul class="messages">' in page and "Choose a disk of web-1." in page
+    assert "data-row-error" not in page
+
+
+@pytest.mark.parametrize(
+    ("action", "data"),
+    [
+        ("detach", {}),
+        ("resize", {"size_gb": "50"}),
+        ("snapshot", {"name": "nightly"}),
+        ("eject", {}),
+        ("insert", {}),
+    ],
+)
+def test_no_storage_form_acts_on_a_disk_of_another_instance_or_project(
+    client_for, instance, project, operator, subnet, other_project, action, data
+):
+    from instances.services.instances import DiskRequest
+
+    other = instance_create(
+        project=project,
+        actor=operator,
+        request=instance_request(subnet, name="web-2", disks=[DiskRequest(size_gb=2)]),
+    )
+    theirs = other.disks.get(role="secondary")
+    foreign = Disk.objects.create(project=other_project, zone="local-1a", name="far", size_gb=1)
+    if action == "insert":
+        data = {"image": ImageFactory(name="installer", kind=ImageKind.ISO).pk}
+    url = reverse("instance-disk-action", args=[project.slug, instance.pk, action])
+    for disk in (theirs, foreign):
+        response = client_for("operator").post(url, {"disk": disk.pk, **data}, follow=True)
+        assert response.status_code == 200
+        assert "Choose a disk of web-1." in response.text
+    assert (Disk.objects.get(pk=theirs.pk).instance, Disk.objects.get(pk=theirs.pk).size_gb) == (
+        other,
+        2,
+    )
+    assert not DiskSnapshot.objects.exists()

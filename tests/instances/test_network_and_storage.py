@@ -497,3 +497,24 @@ def test_a_running_instance_takes_three_disks_until_its_next_start(instance, pro
     )
     assert Disk.objects.get(pk=fourth.pk).instance is None
     assert Instance.objects.get(pk=instance.pk).hotplugged_disks == 3
+
+
+def test_a_free_disk_is_attached_only_to_an_instance_on_the_host_of_its_file(
+    instance, project, operator
+):
+    free = storage.disk_create(
+        project=project, actor=operator, name="data", zone="local-1a", size_gb=1
+    )
+    Disk.objects.filter(pk=free.pk).update(backend=instance.backend, host="far-away")
+    free.refresh_from_db()
+    assert refusal(storage.disk_attach, disk=free, instance=instance, actor=operator) == {
+        "disk": [
+            f"data's file is on host far-away and web-1 runs on {instance.host}: attach it to an "
+            "instance on far-away."
+        ]
+    }
+    assert Disk.objects.get(pk=free.pk).instance is None
+    Disk.objects.filter(pk=free.pk).update(host=instance.host)  # on the instance's own host
+    free.refresh_from_db()
+    storage.disk_attach(disk=free, instance=instance, actor=operator)
+    assert Disk.objects.get(pk=free.pk).instance == instance

@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from instances import backends, tasks
-from instances.backends.base import BackendError
+from instances.backends.base import BackendError, DiskSpec
 from instances.choices import DiskBus, DiskRole, Outcome, PowerState, SnapshotState
 from instances.errors import ActionRefused
 from instances.models import AuditEvent, Disk, DiskSnapshot, Instance
@@ -35,8 +35,8 @@ class SnapshottingBackend:
             raise self.answer
         return self.answer
 
-    def snapshot_disks(self, machine_id: str, disk_names: list[str], snapshot_name: str) -> bool:
-        self.taken.append((tuple(disk_names), snapshot_name))
+    def snapshot_disks(self, machine_id: str, disks: list[DiskSpec], snapshot_name: str) -> bool:
+        self.taken.append((tuple(disk.name for disk in disks), snapshot_name))
         return bool(self._answer())
 
     def revert_snapshot(self, machine_id: str, disk_name: str, snapshot_name: str) -> int:
@@ -457,3 +457,33 @@ def test_an_instance_snapshot_takes_the_disks_still_attached_and_fails_one_detac
     assert backend.taken == [((root.device_name,), "nightly")]
     assert state_of(data) == (SnapshotState.FAILED, "The disk was detached first.")
     assert state_of(next(s for s in taken if s is not data))[0] == SnapshotState.READY
+
+
+@pytest.mark.django_db
+def test_a_snapshot_of_an_instance_that_never_started_is_taken_on_a_new_disk_file(
+    project, operator, subnet, settings, tmp_path
+):
+    """Through the host's task and the real QEMU backend (qemu-img): no guest boots."""
+    from instances.backends.qemu import QemuBackend
+    from instances.services.instances import instance_create
+    from tests.factories import instance_request
+
+    settings.ZOPDAY_MACHINES_DIR = tmp_path
+    backends.backend_named.cache_clear()
+    try:
+        instance = instance_create(
+            project=project, actor=operator, request=instance_request(subnet)
+        )
+        root = instance.disks.get(role=DiskRole.ROOT)
+        snapshot = snapshots.disk_snapshot(disk=root, actor=operator, name="first")
+        disk_file = tmp_path / "disks" / f"{root.device_name}.qcow2"
+        assert not disk_file.exists()
+
+        snapshot_work.disk_snapshot(snapshot.pk)
+
+        assert state_of(snapshot) == (SnapshotState.READY, "")
+        backend = backends.backend_named("qemu")
+        assert isinstance(backend, QemuBackend)
+        assert backend.qemu_img.snapshots(disk_file) == ["first"]
+    finally:
+        backends.backend_named.cache_clear()

@@ -239,3 +239,20 @@ def test_a_free_disk_is_deleted_and_an_attached_one_is_409(api_for, instance, fr
     assert api.delete(f"/projects/alpha/disks/{free_disk['id']}").status_code == 204
     assert not Disk.objects.filter(pk=free_disk["id"]).exists()
     assert api.delete(f"/projects/alpha/disks/{free_disk['id']}").status_code == 404
+
+
+def test_no_disk_endpoint_acts_on_a_disk_of_another_project(api_for, instance, other_project):
+    foreign = Disk.objects.create(project=other_project, zone="local-1a", name="far", size_gb=1)
+    api = api_for("operator")
+    for method, path, body in [
+        ("post", "/detach", None),
+        ("post", "/resize", {"size_gb": 9}),
+        ("post", "/snapshots", {"name": "s1"}),
+        ("post", "/attach", {"instance": instance.pk}),
+        ("delete", "", None),
+    ]:
+        call = getattr(api, method)
+        url = f"/projects/alpha/disks/{foreign.pk}{path}"
+        response = call(url, body) if body is not None else call(url)
+        assert (response.status_code, response.json()["detail"]) == (404, "Not found."), path
+    assert Disk.objects.get(pk=foreign.pk).instance is None

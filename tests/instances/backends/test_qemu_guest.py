@@ -91,6 +91,11 @@ def backend(demo_image: Path) -> Iterator[QemuBackend]:
             shutil.rmtree(root, ignore_errors=True)
 
 
+def spec_of(disk_name: str) -> DiskSpec:
+    """A one-GB secondary virtio disk's spec: what a snapshot names a disk by."""
+    return DiskSpec(disk_name, "secondary", "virtio", size_gb=1)
+
+
 def machine(machine_id: str, **changes) -> MachineSpec:
     values = dict(
         id=machine_id,
@@ -388,7 +393,7 @@ def test_a_snapshot_of_a_running_disk_is_taken_inside_an_fsfreeze_and_deleted_by
         return frozen
 
     monkeypatch.setattr(GuestAgent, "freeze", freeze_and_look)
-    assert backend.snapshot_disks("alpha", ["disk-1"], "before-upgrade") is True
+    assert backend.snapshot_disks("alpha", [spec_of("disk-1")], "before-upgrade") is True
     assert seen_while_frozen == [(1, "frozen")]  # /data, the one disk-backed filesystem
     assert backend.qemu_img.snapshots(backend.root / "disks" / "disk-1.qcow2") == ["before-upgrade"]
     assert GuestAgent(backend.root / "alpha" / "qga.sock").freeze_status() == "thawed"
@@ -397,7 +402,7 @@ def test_a_snapshot_of_a_running_disk_is_taken_inside_an_fsfreeze_and_deleted_by
     # a retry of an attempt that took the snapshot, its answer lost, and left the guest frozen
     agent = GuestAgent(backend.root / "alpha" / "qga.sock")
     real_freeze(agent)
-    assert backend.snapshot_disks("alpha", ["disk-1"], "before-upgrade") is False
+    assert backend.snapshot_disks("alpha", [spec_of("disk-1")], "before-upgrade") is False
     assert agent.freeze_status() == "thawed"
     assert backend.qemu_img.snapshots(backend.root / "disks" / "disk-1.qcow2") == ["before-upgrade"]
 
@@ -420,7 +425,10 @@ def test_the_disks_of_a_running_machine_are_snapshotted_together_under_one_freez
 
     monkeypatch.setattr(GuestAgent, "freeze", counted)
     try:
-        assert backend.snapshot_disks("alpha", ["disk-1", "disk-8"], "together") is True
+        assert (
+            backend.snapshot_disks("alpha", [spec_of("disk-1"), spec_of("disk-8")], "together")
+            is True
+        )
         assert freezes == ["thawed"]  # one freeze for both
         for disk in ("disk-1", "disk-8"):
             path = backend.root / "disks" / f"{disk}.qcow2"
@@ -428,7 +436,7 @@ def test_the_disks_of_a_running_machine_are_snapshotted_together_under_one_freez
         assert GuestAgent(backend.root / "alpha" / "qga.sock").freeze_status() == "thawed"
         # all or none: a disk the machine does not have stops it before anything is taken
         with pytest.raises(BackendError, match="has no disk disk-7"):
-            backend.snapshot_disks("alpha", ["disk-1", "disk-7"], "half")
+            backend.snapshot_disks("alpha", [spec_of("disk-1"), spec_of("disk-7")], "half")
         assert "half" not in backend.qemu_img.snapshots(backend.root / "disks" / "disk-1.qcow2")
         assert freezes == ["thawed"]
         for disk in ("disk-1", "disk-8"):
@@ -494,7 +502,9 @@ def test_restart_of_a_guest_without_an_agent_resets_it_at_once(backend, fleet):
         assert time.monotonic() < deadline, "the guest agent never stopped"
         time.sleep(0.2)
     asked = time.monotonic()
-    assert backend.snapshot_disks("alpha", ["disk-1"], "without-agent") is False  # unfrozen
+    assert (
+        backend.snapshot_disks("alpha", [spec_of("disk-1")], "without-agent") is False
+    )  # unfrozen
     assert time.monotonic() - asked < backend.agent_timeout
     assert "without-agent" in backend.qemu_img.snapshots(backend.root / "disks" / "disk-1.qcow2")
     offset = backend.serial_log("alpha").stat().st_size

@@ -1,6 +1,7 @@
 """Parts of the QEMU backend that need no QEMU: seed ISO, state files, agent protocol, names."""
 
 import contextlib
+import dataclasses
 import io
 import json
 import os
@@ -17,7 +18,15 @@ from pathlib import Path
 import pycdlib
 import pytest
 
-from instances.backends.base import BackendError, CloudInitSeed, ExitKind, FirmwareSpec, Power
+from instances.backends.base import (
+    BackendError,
+    CloudInitSeed,
+    DiskSpec,
+    ExitKind,
+    FirmwareSpec,
+    MachineSpec,
+    Power,
+)
 from instances.backends.qemu import QemuBackend, process
 from instances.backends.qemu import agent as agent_module
 from instances.backends.qemu import qmp as qmp_module
@@ -27,6 +36,11 @@ from instances.backends.qemu.network import bridge_name, tap_name
 from instances.backends.qemu.qmp import Monitor
 from instances.backends.qemu.run_folder import RunFolder, Runtime
 from instances.backends.qemu.seed import write_seed_iso
+
+
+def spec_of(disk_name: str) -> DiskSpec:
+    """A one-GB secondary virtio disk's spec: what a snapshot names a disk by."""
+    return DiskSpec(disk_name, "secondary", "virtio", size_gb=1)
 
 
 @pytest.fixture
@@ -587,17 +601,40 @@ def test_a_stopped_machines_snapshot_is_taken_and_deleted_with_qemu_img(short_di
     backend.attach_disk(machine, DiskSpec("disk-3", "secondary", "virtio", size_gb=1))
     disk = short_dir / "disks" / "disk-3.qcow2"
 
-    assert backend.snapshot_disks("i-1", ["disk-3"], "nightly") is False  # no guest to freeze
-    assert backend.snapshot_disks("i-1", ["disk-3"], "weekly") is False
+    assert (
+        backend.snapshot_disks("i-1", [spec_of("disk-3")], "nightly") is False
+    )  # no guest to freeze
+    assert backend.snapshot_disks("i-1", [spec_of("disk-3")], "weekly") is False
     backend.delete_snapshot("i-1", "disk-3", "nightly")
     assert backend.qemu_img.snapshots(disk) == ["weekly"]
     backend.delete_snapshot("i-1", "disk-3", "nightly")  # gone already: nothing to do
     assert backend.qemu_img.snapshots(disk) == ["weekly"]
 
     backend.attach_disk(machine, DiskSpec("disk-4", "secondary", "sata", size_gb=1))
-    assert backend.snapshot_disks("i-1", ["disk-3", "disk-4"], "weekly") is False  # disk-3 has it
+    assert (
+        backend.snapshot_disks("i-1", [spec_of("disk-3"), spec_of("disk-4")], "weekly") is False
+    )  # disk-3 has it
     assert backend.qemu_img.snapshots(disk) == ["weekly"]
     assert backend.qemu_img.snapshots(short_dir / "disks" / "disk-4.qcow2") == ["weekly"]
+
+
+def test_a_disk_of_a_machine_that_never_started_gets_its_file_before_its_snapshot(short_dir):
+    image = short_dir / "base.qcow2"
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", str(image), "1G"], check=True)
+    backend = QemuBackend(short_dir, network_mode="user")
+    root = DiskSpec("disk-5", "root", "virtio", size_gb=2, source=image)
+    disk = short_dir / "disks" / "disk-5.qcow2"
+    assert not disk.exists()  # nothing made it yet: the machine was never defined
+
+    assert backend.snapshot_disks("i-7", [root, spec_of("disk-6")], "first") is False
+
+    assert backend.qemu_img.snapshots(disk) == ["first"]
+    assert backend.qemu_img.virtual_size(disk) == 2 * 1024**3  # as its spec says
+    assert backend.qemu_img.info(disk)["backing-filename"] == str(image)
+    assert backend.qemu_img.snapshots(short_dir / "disks" / "disk-6.qcow2") == ["first"]
+    machine = MachineSpec("i-7", "web-7", vcpus=1, sockets=1, cores=1, threads=1, memory_mb=1024)
+    backend.define(dataclasses.replace(machine, disks=(root,)))  # the first start keeps it
+    assert backend.qemu_img.snapshots(disk) == ["first"]
 
 
 def test_a_stopped_machines_disk_is_reverted_to_a_snapshot_with_qemu_img(short_dir):
@@ -613,7 +650,7 @@ def test_a_stopped_machines_disk_is_reverted_to_a_snapshot_with_qemu_img(short_d
         return subprocess.run(argv, check=True, capture_output=True, text=True).stdout
 
     qemu_io("write -P 0x11 0 64k")
-    backend.snapshot_disks("i-1", ["disk-3"], "before-upgrade")
+    backend.snapshot_disks("i-1", [spec_of("disk-3")], "before-upgrade")
     qemu_io("write -P 0x22 0 64k")  # the upgrade
     backend.resize_disk(machine, DiskSpec("disk-3", "secondary", "virtio", size_gb=2))
     assert backend.revert_snapshot("i-1", "disk-3", "before-upgrade") == 1  # its size then
