@@ -197,12 +197,13 @@ def disk_detach(*, disk: Disk, actor: AbstractBaseUser) -> None:
     if instance is None:
         raise ActionRefused(f"{disk.name} is not attached.")
     role = project_role(actor, instance.project)
-    actions.require(actions.detach_disk(instance, role))
-    if disk.role == DiskRole.ROOT:
+    actions.require(actions.configure(instance, role))
+    if disk.role == DiskRole.ROOT:  # whatever the instance's state: it is never detached
         raise ActionRefused(
             f"{disk.name} is {instance.name}'s root disk, which stays with it: snapshot it, or "
             "delete the instance."
         )
+    actions.require(actions.detach_disk(instance, role))
     with transaction.atomic():
         _lock_power_state(instance)
         actions.require(actions.detach_disk(instance, role))

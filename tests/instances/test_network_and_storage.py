@@ -98,7 +98,10 @@ def test_a_persistent_disk_is_detached_only_from_a_stopped_instance(instance, op
     assert disk.instance is None
 
 
-def test_the_root_disk_is_never_detached(instance, operator):
+@pytest.mark.parametrize("state", [PowerState.STOPPED, PowerState.RUNNING])
+def test_the_root_disk_is_never_detached(instance, operator, state):
+    Instance.objects.filter(pk=instance.pk).update(power_state=state)
+    instance.refresh_from_db()
     root = instance.disks.get(role=DiskRole.ROOT)
     with pytest.raises(ActionRefused) as refused:
         storage.disk_detach(disk=root, actor=operator)
