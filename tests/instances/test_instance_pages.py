@@ -534,6 +534,18 @@ def test_subnet_page_shows_ipam_usage_and_creates_with_field_errors(client_for, 
     )
 
 
+def test_a_field_with_an_error_is_marked_invalid_and_described_by_it(client_for, project):
+    response = client_for("owner").post(
+        reverse("subnet-list", args=[project.slug]),
+        {"name": "x", "zone": "local-1a", "cidr_v4": "10.9.0.7/24"},
+    )
+    field = re.search(r'<input type="text" name="cidr_v4"[^>]*>', response.text)[0]
+    assert 'aria-invalid="true"' in field
+    assert 'aria-describedby="id_cidr_v4_helptext cidr_v4-error"' in field
+    assert '<small class="muted" id="id_cidr_v4_helptext">' in response.text
+    assert '<p class="error" id="cidr_v4-error">' in response.text
+
+
 def test_ssh_key_page_refuses_a_private_key_at_its_field(client_for, project, operator):
     url = reverse("ssh-key-list", args=[project.slug])
     response = client_for("operator").post(
