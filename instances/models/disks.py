@@ -4,9 +4,10 @@ from django.db import models
 from django.utils import timezone
 
 from instances.choices import SNAPSHOT_TRANSITIONAL, DiskBus, DiskRole, ImageKind, SnapshotState
+from instances.models.naming import NamedInProject
 
 
-class Disk(models.Model):
+class Disk(NamedInProject, models.Model):
     """Persistent storage or removable media of a project, in one zone; attached to at most one
     instance. A CD-ROM holds an ISO image; a container disk refers to an OCI image."""
 
@@ -43,6 +44,8 @@ class Disk(models.Model):
         "was last attached to; blank for a disk never attached.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
+
+    name_taken = "A disk named {name} already exists in this project: choose another name."
 
     class Meta:
         ordering = ["project", "name"]

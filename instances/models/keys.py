@@ -1,10 +1,11 @@
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from instances.models.naming import NamedInProject
 from instances.validators import parse_ssh_public_key
 
 
-class SSHKey(models.Model):
+class SSHKey(NamedInProject, models.Model):
     """A public key in the project's catalog, injected into instances that select it."""
 
     project = models.ForeignKey(
@@ -14,6 +15,9 @@ class SSHKey(models.Model):
     public_key = models.TextField()
     fingerprint = models.CharField(max_length=60, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    name_taken = "A key named {name} already exists in this project: choose another name."
+    skipped_constraint_fields = ("fingerprint",)  # clean() says it at the key
 
     class Meta:
         ordering = ["project", "name"]

@@ -12,6 +12,7 @@ from instances.choices import (
     RunStrategy,
     UserDataMode,
 )
+from instances.models.naming import NamedInProject
 from instances.validators import parse_cloud_config, validate_dns_label
 
 
@@ -23,7 +24,7 @@ def _default_host() -> str:
     return settings.ZOPDAY_HOST
 
 
-class Instance(models.Model):
+class Instance(NamedInProject, models.Model):
     """A virtual machine in one zone: sizing, topology, firmware, cloud-init and its power state.
 
     Disks and NICs hang off it. `power_state` is what the console shows: the transitional states
@@ -94,6 +95,8 @@ class Instance(models.Model):
     )
     state_changed_at = models.DateTimeField(auto_now_add=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    name_taken = "An instance named {name} already exists in this project: choose another name."
 
     class Meta:
         ordering = ["project", "name"]

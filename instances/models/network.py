@@ -6,13 +6,14 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from instances.choices import CarrierState, IpMode, LinkState, NicModel
+from instances.models.naming import NamedInProject
 from instances.validators import parse_network, validate_dns_label, validate_mac
 
 if TYPE_CHECKING:
     from instances.models.guest import GuestReport
 
 
-class Subnet(models.Model):
+class Subnet(NamedInProject, models.Model):
     """A project network in one zone: an IPv4 and/or IPv6 range, its gateway and DNS resolvers.
 
     NICs attached to the same subnet share one L2 segment on the hypervisor.
@@ -32,6 +33,8 @@ class Subnet(models.Model):
         max_length=200, blank=True, help_text="Comma-separated IP addresses, e.g. 1.1.1.1, 9.9.9.9"
     )
     created_at = models.DateTimeField(auto_now_add=True)
+
+    name_taken = "A subnet named {name} already exists in this project: choose another name."
 
     class Meta:
         ordering = ["project", "name"]

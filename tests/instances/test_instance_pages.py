@@ -546,6 +546,17 @@ def test_a_field_with_an_error_is_marked_invalid_and_described_by_it(client_for,
     assert '<p class="error" id="cidr_v4-error">' in response.text
 
 
+def test_a_subnet_name_in_use_is_refused_at_its_field(client_for, project, subnet):
+    response = client_for("owner").post(
+        reverse("subnet-list", args=[project.slug]),
+        {"name": subnet.name, "zone": "local-1a", "cidr_v4": "10.98.0.0/24"},
+    )
+    assert (
+        f'id="name-error">A subnet named {subnet.name} already exists in this project'
+        in response.text
+    )
+
+
 def test_ssh_key_page_refuses_a_private_key_at_its_field(client_for, project, operator):
     url = reverse("ssh-key-list", args=[project.slug])
     response = client_for("operator").post(

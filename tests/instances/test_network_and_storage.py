@@ -346,6 +346,41 @@ def test_an_instance_holds_as_many_virtio_disks_and_interfaces_as_its_machine_do
     storage.disk_add(instance=full, actor=operator, name="on-sata", size_gb=1, bus="sata")
 
 
+def test_a_name_taken_in_the_project_is_said_at_the_name_field(project, operator, subnet):
+    from instances.services import keys
+
+    instance_create(project=project, actor=operator, request=instance_request(subnet))
+    key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFJ3qT4dDfUXXJ3KUWlIzjvVJYmiNNzWkCZ1y7ws7PZi a@b"
+    keys.ssh_key_add(project=project, actor=operator, name="desk", public_key=key)
+    taken = {
+        "An instance named web-1 already exists in this project: choose another name.": lambda: (
+            instance_create(project=project, actor=operator, request=instance_request(subnet))
+        ),
+        "A disk named web-1-root already exists in this project: choose another name.": lambda: (
+            storage.disk_create(
+                project=project, actor=operator, name="web-1-root", zone="local-1a", size_gb=1
+            )
+        ),
+        f"A subnet named {subnet.name} already exists in this project: choose another name.": (
+            lambda: network.subnet_create(
+                project=project,
+                actor=operator,
+                name=subnet.name,
+                zone=subnet.zone,
+                cidr_v4="10.99.0.0/24",
+            )
+        ),
+        "A key named desk already exists in this project: choose another name.": lambda: (
+            keys.ssh_key_add(project=project, actor=operator, name="desk", public_key=key)
+        ),
+    }
+    for message, create in taken.items():
+        with pytest.raises(ValidationError) as refused:
+            create()
+        assert refused.value.message_dict["name"] == [message]
+        assert "__all__" not in refused.value.message_dict
+
+
 def test_only_root_and_secondary_disks_are_resized(instance, project, operator):
     drive = storage.disk_create(
         project=project, actor=operator, name="cd", zone="local-1a", size_gb=0, role=DiskRole.CDROM
