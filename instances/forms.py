@@ -133,7 +133,7 @@ class NicRowForm(forms.Form):
 class DiskAddForm(DiskRowForm):
     """The Storage tab's "New disk": a disk created in the instance's zone and attached to it."""
 
-    name = forms.CharField(max_length=63)
+    name = forms.CharField(max_length=72)
     role = forms.ChoiceField(
         label="Kind",
         choices=[(DiskRole.SECONDARY, "Secondary disk"), (DiskRole.CDROM, "CD-ROM drive")],

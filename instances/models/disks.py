@@ -20,7 +20,8 @@ class Disk(NamedInProject, models.Model):
         blank=True,
         related_name="disks",
     )
-    name = models.CharField(max_length=63)
+    # room for the names an instance gives its disks: <instance name (63)>-root, -disk12...
+    name = models.CharField(max_length=72)
     role = models.CharField(max_length=16, choices=DiskRole.choices, default=DiskRole.SECONDARY)
     size_gb = models.PositiveIntegerField("Size (GB)", default=1)
     image = models.ForeignKey(

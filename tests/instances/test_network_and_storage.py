@@ -381,6 +381,14 @@ def test_a_name_taken_in_the_project_is_said_at_the_name_field(project, operator
         assert "__all__" not in refused.value.message_dict
 
 
+def test_an_instance_of_the_longest_name_gets_its_disks_named_after_it(project, operator, subnet):
+    name = "a" * 63
+    request = instance_request(subnet, name=name, disks=[DiskRequest(size_gb=1)] * 12)
+    instance = instance_create(project=project, actor=operator, request=request)
+    names = set(instance.disks.values_list("name", flat=True))
+    assert f"{name}-root" in names and f"{name}-disk12" in names
+
+
 def test_only_root_and_secondary_disks_are_resized(instance, project, operator):
     drive = storage.disk_create(
         project=project, actor=operator, name="cd", zone="local-1a", size_gb=0, role=DiskRole.CDROM
