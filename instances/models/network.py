@@ -89,8 +89,9 @@ class Subnet(NamedInProject, models.Model):
                     errors.setdefault(field, []).append(error)
                     continue
                 if net.num_addresses < 4:
+                    smallest = "/30" if version == 4 else "/126"
                     errors.setdefault(field, []).append(
-                        ValidationError(f"{net} is too small: use at least a /30.")
+                        ValidationError(f"{net} is too small: use at least a {smallest}.")
                     )
                     continue
                 nets.append(net)
@@ -103,6 +104,14 @@ class Subnet(NamedInProject, models.Model):
         if gateway and v4 and gateway not in v4:
             errors.setdefault("gateway", []).append(
                 ValidationError(f"The gateway must be inside {v4}.")
+            )
+        elif gateway and v4 and gateway in (v4.network_address, v4.broadcast_address):
+            which = "network" if gateway == v4.network_address else "broadcast"
+            errors.setdefault("gateway", []).append(
+                ValidationError(
+                    f"{gateway} is {v4}'s {which} address: choose a host address, such as "
+                    f"{v4.network_address + 1}."
+                )
             )
         if self.gateway and not self.cidr_v4:
             errors.setdefault("gateway", []).append(

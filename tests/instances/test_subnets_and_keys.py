@@ -43,6 +43,12 @@ def test_a_tiny_subnet_is_refused(project, owner):
     ]
 
 
+def test_a_tiny_ipv6_subnet_is_refused_with_the_smallest_ipv6_size(project, owner):
+    assert subnet_errors(project, owner, cidr_v6="fd00:1::/127")["cidr_v6"] == [
+        "fd00:1::/127 is too small: use at least a /126."
+    ]
+
+
 def test_overlapping_subnets_are_refused(project, owner, subnet):
     errors = subnet_errors(project, owner, cidr_v4="10.20.0.128/25")
     assert errors["cidr_v4"] == ["10.20.0.128/25 overlaps subnet backend (10.20.0.0/24)."]
@@ -51,6 +57,16 @@ def test_overlapping_subnets_are_refused(project, owner, subnet):
 def test_the_gateway_must_be_inside_the_range(project, owner):
     errors = subnet_errors(project, owner, cidr_v4="10.1.0.0/24", gateway="10.2.0.1")
     assert errors["gateway"] == ["The gateway must be inside 10.1.0.0/24."]
+
+
+@pytest.mark.parametrize(
+    ("gateway", "which"), [("10.1.0.0", "network"), ("10.1.0.255", "broadcast")]
+)
+def test_the_gateway_is_a_host_address(project, owner, gateway, which):
+    errors = subnet_errors(project, owner, cidr_v4="10.1.0.0/24", gateway=gateway)
+    assert errors["gateway"] == [
+        f"{gateway} is 10.1.0.0/24's {which} address: choose a host address, such as 10.1.0.1."
+    ]
 
 
 def test_dns_resolvers_must_be_addresses(project, owner):
