@@ -207,6 +207,21 @@ def disk_action(request: AuthedRequest, project_slug: str, pk: int, action: str)
     return _run(request, instance, "storage", done, call, row=_row_of(instance, request))
 
 
+def _nic_row_of(instance: Instance, request: AuthedRequest) -> str:
+    """The Networking tab's row an action was asked from: that of its interface (or of the one
+    its Elastic IP is on) when it is this instance's; "" otherwise (the top of the page)."""
+    nics = instance.nics.all()
+    try:
+        if "nic" in request.POST:
+            nics = nics.filter(pk=int(request.POST["nic"]))
+        else:
+            nics = nics.filter(elastic_ip__pk=int(request.POST.get("eip", "")))
+    except ValueError:
+        return ""
+    nic_id = nics.values_list("pk", flat=True).first()
+    return f"nic-{nic_id}" if nic_id else ""
+
+
 def _row_of(instance: Instance, request: AuthedRequest) -> str:
     """The Storage tab's row an action was asked from: the row of its disk (or of its
     snapshot's disk) when that is this instance's, the free disks' card for one that is free;
@@ -282,4 +297,4 @@ def nic_action(request: AuthedRequest, project_slug: str, pk: int, action: str) 
         if page:
             return page
     done, call = handlers[action]
-    return _run(request, instance, "networking", done, call)
+    return _run(request, instance, "networking", done, call, row=_nic_row_of(instance, request))

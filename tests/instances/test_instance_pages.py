@@ -761,6 +761,15 @@ def test_the_error_of_a_free_disks_action_is_shown_at_the_free_disks_card(
     )
 
 
+def test_the_error_of_an_interfaces_action_is_shown_at_its_row(client_for, instance, project):
+    eth0 = instance.nics.get(index=0)
+    url = reverse("instance-nic-action", args=[project.slug, instance.pk, "remove"])
+    page = client_for("operator").post(url, {"nic": eth0.pk}, follow=True).text
+    assert f'data-row-error="nic-{eth0.pk}">eth0 is the primary interface' in page
+    assert '<ul class="messages">' not in page
+    assert instance.nics.filter(pk=eth0.pk).exists()
+
+
 def test_an_error_naming_no_row_of_the_tab_is_shown_at_the_top(client_for, instance, project):
     url = reverse("instance-disk-action", args=[project.slug, instance.pk, "detach"])
     page = client_for("operator").post(url, {"disk": 999999}, follow=True).text
