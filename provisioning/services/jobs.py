@@ -108,9 +108,15 @@ def job_cancel(*, job: ProvisioningJob, actor: AbstractBaseUser) -> Provisioning
     require(actions.cancel(job, project_role(actor, job.project)))
     with transaction.atomic():
         now = timezone.now()
+        running = job.steps.filter(status=StepStatus.RUNNING).values_list("name", flat=True)
+        message = "Cancelled: delete the job to remove what it made."
+        if step := running.first():
+            message = (
+                f"Cancelled: {step} finishes first; then delete the job to remove what it made."
+            )
         updated = ProvisioningJob.objects.filter(pk=job.pk, status__in=JOB_TRANSITIONAL).update(
             status=JobStatus.CANCELLED,
-            message="Cancelled: delete the job to remove what it made.",
+            message=message,
             finished_at=now,
             updated_at=now,
         )

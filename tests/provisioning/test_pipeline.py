@@ -213,12 +213,17 @@ def test_a_job_cancelled_while_a_step_runs_stops_after_that_step(aws, make_job, 
     job = make_job()
     iam = client_for(job.account, "iam", job.region)
 
+    said = []
+
     def cancel(**kwargs):
-        job_cancel(job=job, actor=owner)
+        said.append(job_cancel(job=job, actor=owner).message)
 
     iam.meta.events.register("before-call.iam.CreateRole", cancel)
     job = job_run_inline(job.pk)
     assert job.status == JobStatus.CANCELLED
+    assert said == [
+        "Cancelled: stepCreateIAM finishes first; then delete the job to remove what it made."
+    ]
     assert steps_of(job) == [
         ("stepValidate", StepStatus.SUCCEEDED), ("stepCreateNetwork", StepStatus.SUCCEEDED),
         ("stepCreateIAM", StepStatus.SUCCEEDED),
