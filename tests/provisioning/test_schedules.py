@@ -164,6 +164,7 @@ def test_the_wizard_attaches_the_schedule_to_a_fixed_pool_and_checks_its_time_zo
     wrong = client.post(url("review"), {"action": "create", "schedule": WEEKNIGHTS_AND_WEEKENDS,
                                          "schedule_tz": "Nowhere"}).text  # fmt: skip
     assert 'id="schedule_tz-error">&#x27;Nowhere&#x27; is not a time zone' in wrong
+    assert 'aria-invalid="true" aria-describedby="schedule_tz-error"' in wrong
     assert 'value="Nowhere"' in wrong and not ProvisioningJob.objects.exists()
     created = client.post(url("review"), {"action": "create", "schedule": WEEKNIGHTS_AND_WEEKENDS,
                                            "schedule_tz": "Europe/Paris"})  # fmt: skip
