@@ -6,6 +6,9 @@ class ProvisioningConfig(AppConfig):
     verbose_name = "Provisioning"
 
     def ready(self) -> None:
+        from instances.names import register_name_check
         from provisioning.backends import register_backends
+        from provisioning.services.space import vm_name_promised
 
         register_backends()
+        register_name_check(vm_name_promised)

@@ -16,6 +16,7 @@ from instances.backends.base import MAX_PCI_DEVICES
 from instances.choices import DiskBus, DiskRole, PowerState, Role, RunStrategy
 from instances.errors import ActionRefused
 from instances.models import Disk, Image, Instance, Project, SSHKey, Subnet
+from instances.names import name_promised
 from instances.services import power
 from instances.services.audit import audit_record
 from instances.services.network import build_nic, check_nic
@@ -105,15 +106,23 @@ def instance_create(
     if role is None or not role.allows(Role.OPERATOR):
         raise ActionRefused("Creating instances needs the operator role.")
     with transaction.atomic():
+        # Under the project's lock, which a provisioning job's creation takes too: a job and an
+        # instance asked for at once never both claim one name.
+        Project.objects.select_for_update().filter(pk=project.pk).first()
         instance = Instance(
             project=project,
             initial_password=secrets.token_urlsafe(12),
             **{name: getattr(request, name) for name in INSTANCE_FIELDS},
         )
+        fields: dict[str, list[str]] = {}
         try:
             instance.full_clean()
-        except ValidationError as error:  # its disks and NICs checked too, all said at once
-            raise ValidationError(_parts_errors(instance, request) | error.message_dict) from None
+        except ValidationError as error:
+            fields = error.message_dict
+        if "name" not in fields and (promised := name_promised(project, instance.name)):
+            fields["name"] = [promised]
+        if fields:  # its disks and NICs checked too, all said at once
+            raise ValidationError(_parts_errors(instance, request) | fields)
         instance.save()
         errors: dict[str, list[str]] = {}
         if any(key.project_id != project.pk for key in request.ssh_keys):

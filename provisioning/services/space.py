@@ -32,8 +32,7 @@ def name_clash(*, project: Project, name: str, config: InfraConfig) -> str:
         .exists()
     ):
         return f"Job {name} exists already in this project: choose another name."
-    count = max(config.vm_count, config.asg_max if config.pool_mode == PoolMode.ASG else 0)
-    names = [f"{name}-{number}" for number in range(1, count + 1)]
+    names = [f"{name}-{number}" for number in range(1, _vm_names_count(config) + 1)]
     for instance in Instance.objects.filter(project=project, name__in=names).order_by("name"):
         if not _adoptable(instance, config.provider):
             return (
@@ -41,6 +40,28 @@ def name_clash(*, project: Project, name: str, config: InfraConfig) -> str:
                 f"are named {name}-1, {name}-2, ...: choose another name."
             )
     return ""
+
+
+def vm_name_promised(project: Project, name: str) -> str:
+    """Why an instance may not be named so: it is the name a job of the project (not deleted)
+    gives one of its VMs, <job>-<n>, when it registers them; "" otherwise."""
+    job_name, _, number = name.rpartition("-")
+    if not (job_name and number.isdecimal() and int(number) >= 1):
+        return ""
+    for job in ProvisioningJob.objects.filter(project=project, name=job_name).exclude(
+        status=JobStatus.DELETED
+    ):
+        if int(number) <= _vm_names_count(InfraConfig.from_json(job.config)):
+            return (
+                f"Job {job.name} names its VMs {job.name}-1, {job.name}-2, ...: choose another "
+                "name."
+            )
+    return ""
+
+
+def _vm_names_count(config: InfraConfig) -> int:
+    """How many VM names a job may use: its pool's largest size."""
+    return max(config.vm_count, config.asg_max if config.pool_mode == PoolMode.ASG else 0)
 
 
 def space_register(*, job: ProvisioningJob, config: InfraConfig, vms: list[dict[str, str]]) -> str:

@@ -170,16 +170,36 @@ def test_an_instance_reads_only_its_own_jobs_config(
 def test_a_job_does_not_take_over_an_instance_of_its_vms_name(
     aws, make_job, project, operator, subnet
 ):
-    job = make_job("web", instance_count=1)  # the name is free when the job is created
     local = instance_create(
-        project=project, actor=operator, request=instance_request(subnet, name="web-1")
+        project=project, actor=operator, request=instance_request(subnet, name="db-1")
     )
+    job = make_job("web", instance_count=1)  # the name is free when the job is created
+    Instance.objects.filter(pk=local.pk).update(name="web-1")  # as in the admin, say
     job = job_run_inline(job.pk)
     assert job.status == JobStatus.FAILED
     assert f"Project {project.slug} already has an instance named web-1" in job.message
     local.refresh_from_db()
     assert (local.backend, local.stop_refusal) == ("qemu", "")
     assert not JobInstance.objects.exists()
+
+
+def test_an_instance_may_not_take_a_name_a_jobs_vms_will_have(make_job, project, operator, subnet):
+    from django.core.exceptions import ValidationError
+
+    make_job("web", pool_mode="ASG", asg_min=1, asg_desired=1, asg_max=2)
+    for name in ("web-1", "web-2"):
+        with pytest.raises(ValidationError) as refused:
+            instance_create(
+                project=project, actor=operator, request=instance_request(subnet, name=name)
+            )
+        assert refused.value.message_dict["name"] == [
+            "Job web names its VMs web-1, web-2, ...: choose another name."
+        ]
+    assert not Instance.objects.filter(project=project).exists()
+    for name in ("web-3", "web-x", "webs-1"):
+        instance_create(
+            project=project, actor=operator, request=instance_request(subnet, name=name)
+        )
 
 
 def test_group_vms_registered_before_their_refusal_get_it(aws, make_job):
