@@ -35,16 +35,17 @@ def _run(
     tab: str,
     done: str,
     call: Callable[[], object],
-    row: str = "",
+    row: Callable[[], str] = str,
 ) -> HttpResponse:
-    """Call the action; back to the tab with what happened. Given the row the action was asked
-    from, its error is shown there (templatetags.row_messages), else at the top of the page."""
+    """Call the action; back to the tab with what happened. Given how to find the row the
+    action was asked from (looked up only on an error), its error is shown there
+    (templatetags.row_messages), else at the top of the page."""
     try:
         call()
     except ValidationError as error:
-        messages.error(request, " ".join(error.messages), extra_tags=row_tags(row))
+        messages.error(request, " ".join(error.messages), extra_tags=row_tags(row()))
     except ActionRefused as refused:
-        messages.error(request, refused.message, extra_tags=row_tags(row))
+        messages.error(request, refused.message, extra_tags=row_tags(row()))
     else:
         messages.success(request, done)
     return back_to_detail(request, instance, tab)
@@ -204,7 +205,7 @@ def disk_action(request: AuthedRequest, project_slug: str, pk: int, action: str)
     ):
         return page
     done, call = handlers[action]
-    return _run(request, instance, "storage", done, call, row=_row_of(instance, request))
+    return _run(request, instance, "storage", done, call, row=lambda: _row_of(instance, request))
 
 
 def _nic_row_of(instance: Instance, request: AuthedRequest) -> str:
@@ -297,4 +298,6 @@ def nic_action(request: AuthedRequest, project_slug: str, pk: int, action: str) 
         if page:
             return page
     done, call = handlers[action]
-    return _run(request, instance, "networking", done, call, row=_nic_row_of(instance, request))
+    return _run(
+        request, instance, "networking", done, call, row=lambda: _nic_row_of(instance, request)
+    )
