@@ -345,28 +345,31 @@ greeting = {"QMP": {"version": {"qemu": {"major": 7, "minor": 2, "micro": 0}, "p
 decoder = json.JSONDecoder()
 while True:
     connection, _ = server.accept()
-    connection.sendall(json.dumps(greeting).encode() + b"\\r\\n")
-    buffer = ""
-    while chunk := connection.recv(4096):
-        buffer = (buffer + chunk.decode()).lstrip()
-        while buffer:  # QMP commands are a JSON stream, not lines
-            try:
-                message, end = decoder.raw_decode(buffer)
-            except ValueError:
-                break
-            buffer = buffer[end:].lstrip()
-            reply = {"return": {}}
-            if message["execute"] == "query-status":
-                reply["return"] = {"status": state, "running": state == "running",
-                                   "singlestep": False}
-            if "id" in message:
-                reply["id"] = message["id"]
-            if message["execute"] == "qmp_capabilities" and event_first:
-                connection.sendall(json.dumps(event).encode() + b"\\r\\n")
-                event_first = False
-            connection.sendall(json.dumps(reply).encode() + b"\\r\\n")
-            if message["execute"] == "quit":
-                sys.exit(0)
+    try:
+        connection.sendall(json.dumps(greeting).encode() + b"\\r\\n")
+        buffer = ""
+        while chunk := connection.recv(4096):
+            buffer = (buffer + chunk.decode()).lstrip()
+            while buffer:  # QMP commands are a JSON stream, not lines
+                try:
+                    message, end = decoder.raw_decode(buffer)
+                except ValueError:
+                    break
+                buffer = buffer[end:].lstrip()
+                reply = {"return": {}}
+                if message["execute"] == "query-status":
+                    reply["return"] = {"status": state, "running": state == "running",
+                                       "singlestep": False}
+                if "id" in message:
+                    reply["id"] = message["id"]
+                if message["execute"] == "qmp_capabilities" and event_first:
+                    connection.sendall(json.dumps(event).encode() + b"\\r\\n")
+                    event_first = False
+                connection.sendall(json.dumps(reply).encode() + b"\\r\\n")
+                if message["execute"] == "quit":
+                    sys.exit(0)
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the client went away mid-answer, as a backend may: serve the next one
     connection.close()
 """
 
