@@ -10,6 +10,7 @@ import ipaddress
 import os
 import secrets
 import socket
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -77,6 +78,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "ninja",  # serves the API docs page's assets locally
+    "axes",  # counts failed logins and bad API tokens (instances.throttle)
     "instances",
     "provisioning",
 ]
@@ -91,6 +93,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "axes.middleware.AxesMiddleware",  # last: turns a locked-out attempt into its 429
 ]
 
 ROOT_URLCONF = "zopday.urls"
@@ -143,6 +146,19 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+AUTHENTICATION_BACKENDS = [
+    "instances.throttle.LoginThrottle",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Logins and API tokens (instances.throttle): after this many failures of one user name from one
+# address, that pair is refused for the cool-off (bad tokens count per address).
+AXES_FAILURE_LIMIT = envint("ZOPDAY_LOGIN_FAILURE_LIMIT", 10)
+AXES_COOLOFF_TIME = timedelta(minutes=envint("ZOPDAY_LOGIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False  # the time to retry that is told holds
+AXES_LOCKOUT_CALLABLE = "instances.throttle.lockout_response"
+AXES_VERBOSE = False
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
