@@ -469,11 +469,11 @@ def _refused(request: AuthedRequest, reason: str, url: str) -> HttpResponse:
 @login_required
 def account_list(request: AuthedRequest, project_slug: str) -> HttpResponse:
     project, role = project_for_user(request.user, project_slug)
-    form = CloudAccountForm()
+    form = CloudAccountForm(user=request.user)
     if request.method == "POST":
         if not role.allows(Role.ADMIN):
             raise PermissionDenied("Adding a cloud account needs the admin role.")
-        form = CloudAccountForm(request.POST)
+        form = CloudAccountForm(request.POST, user=request.user)
         if form.is_valid():
             try:
                 account_create(project=project, actor=request.user, **form.cleaned_data)

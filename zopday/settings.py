@@ -305,6 +305,8 @@ LOGGING = {
         }
     },
     "root": {"handlers": ["console"], "level": env("ZOPDAY_LOG_LEVEL", "INFO")},
+    # axes tells every successful login at INFO; failures and lockouts are warnings
+    "loggers": {"axes": {"level": "WARNING"}},
 }
 
 
@@ -323,6 +325,11 @@ def _generated_secrets_key() -> str:
 # Encrypts cloud account secrets at rest. Set it in production and keep it: losing it makes
 # every stored secret unreadable.
 ZOPDAY_SECRETS_KEY = env("ZOPDAY_SECRETS_KEY") or _generated_secrets_key()
+# Hosts (name or name:port) a project admin may point a cloud account's endpoint URL at; any
+# other endpoint is a superuser's setting (provisioning.endpoints).
+ZOPDAY_CLOUD_ENDPOINT_ALLOWLIST = envlist("ZOPDAY_CLOUD_ENDPOINT_ALLOWLIST", [])
+# How long Test connection waits for the cloud's answer (a page waits for it).
+ZOPDAY_CLOUD_CHECK_TIMEOUT = envint("ZOPDAY_CLOUD_CHECK_TIMEOUT", 10)
 # A pipeline step retries a transient cloud error this many times, backing off from BASE seconds.
 ZOPDAY_PROVISIONING_RETRY_ATTEMPTS = envint("ZOPDAY_PROVISIONING_RETRY_ATTEMPTS", 5)
 ZOPDAY_PROVISIONING_RETRY_BASE_SECONDS = float(env("ZOPDAY_PROVISIONING_RETRY_BASE_SECONDS", "1"))

@@ -19,7 +19,9 @@ from provisioning.infra import InfraConfig, VmRecord
 from provisioning.providers.aws_base import SETTLE_TIMEOUT
 from provisioning.providers.aws_lb import AwsLoadBalancer
 from provisioning.providers.aws_sdk import (
+    NOT_AWS,
     available_zones,
+    client_for,
     error_code,
     get_or_none,
     mapped,
@@ -50,12 +52,17 @@ class AwsProvider(AwsLoadBalancer):
 
     @mapped
     def check_connection(self) -> str:
-        identity = self.client("sts").get_caller_identity()
-        zones = self.client("ec2").describe_availability_zones()["AvailabilityZones"]
-        return (
-            f"Connected as {identity['Arn']} (account {identity['Account']}); "
-            f"{len(zones)} availability zones in {self.region}."
-        )
+        try:  # botocore's parsers fail with these on XML of another shape
+            sts = client_for(self.account, "sts", self.region, quick=True)
+            identity = sts.get_caller_identity()
+            ec2 = client_for(self.account, "ec2", self.region, quick=True)
+            zones = ec2.describe_availability_zones()["AvailabilityZones"]
+            return (
+                f"Connected as {identity['Arn']} (account {identity['Account']}); "
+                f"{len(zones)} availability zones in {self.region}."
+            )
+        except (KeyError, TypeError, AttributeError) as error:
+            raise CloudError(NOT_AWS, code="NotAws") from error
 
     @mapped
     def validate(self, config: InfraConfig, ctx: StepContext) -> str:
