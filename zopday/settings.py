@@ -79,6 +79,7 @@ INSTALLED_APPS = [
     "template_partials",
     "ninja",  # serves the API docs page's assets locally
     "axes",  # counts failed logins and bad API tokens (instances.throttle)
+    "csp",  # the Content-Security-Policy header
     "instances",
     "provisioning",
 ]
@@ -92,6 +93,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "axes.middleware.AxesMiddleware",  # last: turns a locked-out attempt into its 429
 ]
@@ -115,6 +117,23 @@ TEMPLATES = [
         },
     },
 ]
+
+# Content-Security-Policy: scripts and styles only from the console's own static files (no inline
+# script, no eval); the console pages add the console proxy's websocket origin to connect-src.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
 
 # Database: PostgreSQL from DATABASE_URL, else SQLite in WAL mode inside the run folder.
 if env("DATABASE_URL"):
