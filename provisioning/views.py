@@ -344,11 +344,20 @@ def _job_context(
         allowed.get("health_check"),
         allowed.get("schedule"),
     )
+    # why VMs of the job can never start again (terminated, or a sandbox that was reset)
+    gone = sorted(
+        set(
+            job.instances.exclude(instance__start_refusal="").values_list(
+                "instance__start_refusal", flat=True
+            )
+        )
+    )
     return {
         "project": job.project,
         "job": job,
         "steps": steps,
         "config": config,
+        "gone": gone,
         "health_form": health_form,
         "schedule_form": schedule_form,
         "schedule_label": SCHEDULES.get(config.schedule, config.schedule),
@@ -362,6 +371,7 @@ def _job_context(
             [(s.status, s.attempts, s.message, len(s.log), s.finished_at) for s in steps],
             allowed,
             settings_version,
+            gone,
         ),
         "settings_version": settings_version,
     }

@@ -18,6 +18,7 @@ from provisioning.choices import NetworkMode, PoolMode, VmState
 from provisioning.infra import InfraConfig, VmRecord
 from provisioning.providers.aws_base import SETTLE_TIMEOUT
 from provisioning.providers.aws_lb import AwsLoadBalancer
+from provisioning.providers.aws_sandbox import sandbox_epoch
 from provisioning.providers.aws_sdk import (
     NOT_AWS,
     available_zones,
@@ -70,6 +71,9 @@ class AwsProvider(AwsLoadBalancer):
         self.client("sts").get_caller_identity()
         zones = available_zones(self.account, self.region, cached=False)
         ctx.log(f"credentials valid; zones: {', '.join(zones)}")
+        if self.account.sandbox:  # tells a restarted sandbox from VMs deleted in it
+            epoch = sandbox_epoch(self.account, self.region, create=True)
+            self._record(config, ctx, "sandbox_epoch", epoch)
         if config.network_mode == NetworkMode.EXISTING:
             try:
                 subnet = ec2.describe_subnets(SubnetIds=[config.existing_subnet_id])["Subnets"][0]
