@@ -3,7 +3,6 @@
 from datetime import timedelta
 
 import pytest
-from axes.models import AccessAttempt
 from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
@@ -49,6 +48,8 @@ def test_another_user_and_another_address_are_not_locked_out_by_the_guesser(
 
 
 def test_the_right_password_works_again_after_the_cool_off(settings, viewer):
+    from axes.models import AccessAttempt
+
     client = Client()
     for n in range(settings.AXES_FAILURE_LIMIT):
         log_in(client, f"guess-{n}")
