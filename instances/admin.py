@@ -7,6 +7,8 @@ from django.http import HttpRequest
 
 from instances import actions
 from instances.access import project_role
+from instances.admin_scope import ProjectScopedAdmin
+from instances.choices import Role
 from instances.models import (
     ApiToken,
     AuditEvent,
@@ -25,6 +27,7 @@ from instances.models import (
     SSHKey,
     Subnet,
 )
+from instances.redaction import user_data_redacted
 from instances.services.instances import instance_delete
 
 
@@ -43,13 +46,30 @@ class ShownOnly:
 
 
 class MembershipInline(admin.TabularInline):
+    """Members are the project admins' to change."""
+
     model = Membership
     extra = 0
     autocomplete_fields = ["user"]
 
+    def _admin_of(self, request: HttpRequest, obj: Project | None) -> bool:
+        role = project_role(request.user, obj) if obj is not None else None
+        return bool(request.user.is_superuser or (role and role.allows(Role.ADMIN)))
+
+    def has_add_permission(self, request: HttpRequest, obj: Project | None = None) -> bool:
+        return super().has_add_permission(request, obj) and self._admin_of(request, obj)
+
+    def has_change_permission(self, request: HttpRequest, obj: Project | None = None) -> bool:  # type: ignore[override]
+        return super().has_change_permission(request, obj) and self._admin_of(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Project | None = None) -> bool:  # type: ignore[override]
+        return super().has_delete_permission(request, obj) and self._admin_of(request, obj)
+
 
 @admin.register(Project)
-class ProjectAdmin(admin.ModelAdmin):
+class ProjectAdmin(ProjectScopedAdmin):
+    project_path = ""
+    change_role = Role.ADMIN
     list_display = ["name", "slug", "member_count", "created_at"]
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}
@@ -64,7 +84,8 @@ class ProjectAdmin(admin.ModelAdmin):
 
 
 @admin.register(Membership)
-class MembershipAdmin(admin.ModelAdmin):
+class MembershipAdmin(ProjectScopedAdmin):
+    change_role = Role.ADMIN
     list_display = ["user", "project", "role", "created_at"]
     list_filter = ["role", "project"]
     search_fields = ["user__username", "project__name", "project__slug"]
@@ -72,7 +93,7 @@ class MembershipAdmin(admin.ModelAdmin):
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(admin.ModelAdmin):
+class AuditEventAdmin(ProjectScopedAdmin):
     """The audit trail is read-only: it records what happened."""
 
     list_display = ["created_at", "actor_name", "action", "target_repr", "outcome", "project"]
@@ -112,7 +133,7 @@ class NicInline(ShownOnly, admin.TabularInline):
 
 
 @admin.register(Instance)
-class InstanceAdmin(admin.ModelAdmin):
+class InstanceAdmin(ProjectScopedAdmin):
     list_display = [
         "name",
         "project",
@@ -144,6 +165,24 @@ class InstanceAdmin(admin.ModelAdmin):
     filter_horizontal = ["ssh_keys"]
     inlines = [DiskInline, NicInline]
 
+    def _reads_user_data(self, request: HttpRequest, obj: Instance | None) -> bool:
+        """As on the User data tab: a project admin reads it as written, others redacted."""
+        return obj is None or bool(
+            actions.view_password(obj, project_role(request.user, obj.project))
+        )
+
+    def get_exclude(self, request: HttpRequest, obj: Instance | None = None) -> list[str]:
+        hidden = ["initial_password"]
+        return hidden if self._reads_user_data(request, obj) else [*hidden, "custom_user_data"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Instance | None = None) -> list[str]:
+        shown = list(self.readonly_fields)
+        return shown if self._reads_user_data(request, obj) else [*shown, "user_data_shown"]
+
+    @admin.display(description="Custom user data (credentials hidden)")
+    def user_data_shown(self, instance: Instance) -> str:
+        return user_data_redacted(instance.custom_user_data) if instance.custom_user_data else ""
+
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # the Instances page and the API validate the whole request, disks and NICs
 
@@ -165,7 +204,7 @@ class InstanceAdmin(admin.ModelAdmin):
 
 
 @admin.register(Subnet)
-class SubnetAdmin(admin.ModelAdmin):
+class SubnetAdmin(ProjectScopedAdmin):
     list_display = ["name", "project", "zone", "cidr_v4", "cidr_v6", "gateway"]
     list_filter = ["zone", "project"]
     search_fields = ["name", "cidr_v4", "cidr_v6", "project__slug"]
@@ -177,7 +216,8 @@ class SubnetAdmin(admin.ModelAdmin):
 
 
 @admin.register(IPLease)
-class IPLeaseAdmin(ShownOnly, admin.ModelAdmin):
+class IPLeaseAdmin(ShownOnly, ProjectScopedAdmin):
+    project_path = "subnet__project"
     list_display = ["address", "subnet", "nic", "created_at"]
     list_filter = ["subnet__project"]
     search_fields = ["address", "nic__mac", "nic__instance__name"]
@@ -185,7 +225,8 @@ class IPLeaseAdmin(ShownOnly, admin.ModelAdmin):
 
 
 @admin.register(NetworkInterface)
-class NetworkInterfaceAdmin(ShownOnly, admin.ModelAdmin):
+class NetworkInterfaceAdmin(ShownOnly, ProjectScopedAdmin):
+    project_path = "instance__project"
     list_display = ["__str__", "subnet", "ipv4", "ipv6", "mac", "model", "link_desired", "carrier"]
     list_filter = ["model", "link_desired", "carrier", "ip_mode"]
     search_fields = ["mac", "ipv4", "ipv6", "instance__name"]
@@ -193,7 +234,7 @@ class NetworkInterfaceAdmin(ShownOnly, admin.ModelAdmin):
 
 
 @admin.register(ElasticIP)
-class ElasticIPAdmin(ShownOnly, admin.ModelAdmin):
+class ElasticIPAdmin(ShownOnly, ProjectScopedAdmin):
     list_display = ["address", "project", "nic", "allocated_at"]
     list_filter = ["project"]
     search_fields = ["address", "nic__ipv4", "nic__instance__name"]
@@ -201,14 +242,15 @@ class ElasticIPAdmin(ShownOnly, admin.ModelAdmin):
 
 
 @admin.register(GuestReport)
-class GuestReportAdmin(ShownOnly, admin.ModelAdmin):
+class GuestReportAdmin(ShownOnly, ProjectScopedAdmin):
+    project_path = "instance__project"
     list_display = ["instance", "hostname", "memory_total_kb", "reported_at", "asked_at", "error"]
     search_fields = ["instance__name", "hostname"]
     list_select_related = ["instance"]
 
 
 @admin.register(SSHKey)
-class SSHKeyAdmin(admin.ModelAdmin):
+class SSHKeyAdmin(ProjectScopedAdmin):
     list_display = ["name", "project", "fingerprint", "created_at"]
     list_filter = ["project"]
     search_fields = ["name", "fingerprint", "public_key"]
@@ -216,14 +258,14 @@ class SSHKeyAdmin(admin.ModelAdmin):
 
 
 @admin.register(Image)
-class ImageAdmin(admin.ModelAdmin):
+class ImageAdmin(ProjectScopedAdmin):
     list_display = ["name", "kind", "os_type", "project", "min_disk_gb", "created_at"]
     list_filter = ["kind", "os_type", "project"]
     search_fields = ["name", "path", "reference", "description"]
 
 
 @admin.register(Disk)
-class DiskAdmin(ShownOnly, admin.ModelAdmin):
+class DiskAdmin(ShownOnly, ProjectScopedAdmin):
     list_display = ["name", "project", "zone", "role", "size_gb", "bus", "instance", "image"]
     list_filter = ["role", "bus", "zone", "project"]
     search_fields = ["name", "instance__name", "project__slug"]
@@ -231,7 +273,8 @@ class DiskAdmin(ShownOnly, admin.ModelAdmin):
 
 
 @admin.register(DiskSnapshot)
-class DiskSnapshotAdmin(ShownOnly, admin.ModelAdmin):
+class DiskSnapshotAdmin(ShownOnly, ProjectScopedAdmin):
+    project_path = "disk__project"
     list_display = ["name", "disk", "state", "consistent", "created_at"]
     list_filter = ["state", "consistent"]
     search_fields = ["name", "disk__name"]
@@ -254,7 +297,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
 
 @admin.register(ConsoleSession)
-class ConsoleSessionAdmin(admin.ModelAdmin):
+class ConsoleSessionAdmin(ProjectScopedAdmin):
     """Console sessions are audit records: read-only here (replay recordings from the
     instance's Console recordings page)."""
 
@@ -281,7 +324,8 @@ class ConsoleSessionAdmin(admin.ModelAdmin):
 
 
 @admin.register(ConsoleTicket)
-class ConsoleTicketAdmin(admin.ModelAdmin):
+class ConsoleTicketAdmin(ProjectScopedAdmin):
+    project_path = "instance__project"
     """Tickets are made by the console pages and used within a minute; only their hashes are
     stored, so there is nothing to copy from here."""
 

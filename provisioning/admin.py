@@ -5,7 +5,10 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
+from instances.admin_scope import ProjectScopedAdmin
+from instances.choices import Role
 from provisioning.choices import JobStatus, Provider
+from provisioning.endpoints import token_uri_refusal
 from provisioning.models import CloudAccount, JobInstance, JobStep, ProvisioningJob
 from provisioning.validation import service_account_key_problem
 
@@ -34,7 +37,11 @@ class CloudAccountForm(forms.ModelForm):
         cleaned = super().clean() or {}
         secret = cleaned.get("new_secret_access_key", "")
         if cleaned.get("provider") == Provider.GCP and secret:
-            if problem := service_account_key_problem(secret):
+            if (problem := service_account_key_problem(secret)) or (
+                problem := token_uri_refusal(
+                    str(json.loads(secret)["token_uri"]), getattr(self, "user", None)
+                )
+            ):
                 self.add_error("new_secret_access_key", problem)
             else:  # the key names its service account: kept as the access key id
                 cleaned["access_key_id"] = json.loads(secret)["client_email"]
@@ -50,12 +57,27 @@ class CloudAccountForm(forms.ModelForm):
 
 
 @admin.register(CloudAccount)
-class CloudAccountAdmin(admin.ModelAdmin):
+class CloudAccountAdmin(ProjectScopedAdmin):
+    """A project's admins manage its accounts; the endpoint URL is a superuser's setting (the
+    console sends signed requests there)."""
+
+    change_role = Role.ADMIN
     form = CloudAccountForm
     list_display = ["name", "project", "provider", "default_region", "sandbox", "last_check_ok"]
     list_filter = ["provider", "sandbox", "project"]
     search_fields = ["name", "project__name", "access_key_id"]
     readonly_fields = ["has_secret", "last_checked_at", "last_check_ok", "last_check_message"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        shown = list(self.readonly_fields)
+        return shown if request.user.is_superuser else [*shown, "endpoint_url", "sandbox"]
+
+    def get_form(  # type: ignore[override]
+        self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
+    ) -> Any:
+        form: Any = super().get_form(request, obj, change, **kwargs)
+        form.user = request.user  # whose key's token_uri is checked
+        return form
 
     @admin.display(boolean=True, description="Secret stored")
     def has_secret(self, account: CloudAccount) -> bool:
@@ -71,7 +93,7 @@ class JobStepInline(admin.TabularInline):
 
 
 @admin.register(ProvisioningJob)
-class ProvisioningJobAdmin(admin.ModelAdmin):
+class ProvisioningJobAdmin(ProjectScopedAdmin):
     """Jobs change only through the pipeline and its services; the admin shows them."""
 
     list_display = ["name", "project", "provider", "region", "pool_mode", "status", "created_at"]
@@ -101,7 +123,8 @@ class ProvisioningJobAdmin(admin.ModelAdmin):
 
 
 @admin.register(JobStep)
-class JobStepAdmin(admin.ModelAdmin):
+class JobStepAdmin(ProjectScopedAdmin):
+    project_path = "job__project"
     list_display = ["job", "position", "name", "phase", "status", "attempts", "finished_at"]
     list_filter = ["status", "name", "phase"]
     search_fields = ["job__name", "name", "message"]
@@ -109,7 +132,8 @@ class JobStepAdmin(admin.ModelAdmin):
 
 
 @admin.register(JobInstance)
-class JobInstanceAdmin(admin.ModelAdmin):
+class JobInstanceAdmin(ProjectScopedAdmin):
+    project_path = "job__project"
     """Written by stepRegisterSpace and gone with the instance: shown, not edited."""
 
     list_display = ["instance", "job"]

@@ -4,6 +4,8 @@ from collections.abc import Callable
 from typing import Any
 
 from django import forms
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
 
 from instances.models import Project
 from provisioning.choices import (
@@ -14,6 +16,7 @@ from provisioning.choices import (
     PoolMode,
     Provider,
 )
+from provisioning.endpoints import endpoint_refusal, may_set_any_endpoint
 from provisioning.infra import InfraConfig
 from provisioning.prices import prices_for
 from provisioning.schedules import SCHEDULES
@@ -242,7 +245,28 @@ class CloudAccountForm(forms.Form):
         label="GCP project", max_length=30, required=False,
         help_text="Leave empty for the key's own project.",
     )  # fmt: skip
-    endpoint_url = forms.URLField(label="Endpoint URL", required=False, assume_scheme="https")
+    endpoint_url = forms.URLField(
+        label="Endpoint URL", required=False, assume_scheme="https",
+        help_text="Leave empty for the cloud's public endpoints.",
+    )  # fmt: skip
+
+    def __init__(self, *args: Any, user: AbstractBaseUser | None = None, **kwargs: Any) -> None:
+        """The endpoint URL is offered to superusers, and to others where the environment allows
+        hosts; posted by anyone else, it is refused at its field."""
+        super().__init__(*args, **kwargs)
+        self.user = user
+        allowed = settings.ZOPDAY_CLOUD_ENDPOINT_ALLOWLIST
+        if not may_set_any_endpoint(user):
+            if allowed:
+                self.fields["endpoint_url"].help_text = f"Allowed hosts: {', '.join(allowed)}."
+            elif not self.data.get("endpoint_url"):
+                del self.fields["endpoint_url"]
+
+    def clean_endpoint_url(self) -> str:
+        url = self.cleaned_data["endpoint_url"]
+        if message := endpoint_refusal(url, self.user):
+            raise forms.ValidationError(message)
+        return url
 
 
 class ScheduleForm(forms.Form):

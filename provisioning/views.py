@@ -344,11 +344,20 @@ def _job_context(
         allowed.get("health_check"),
         allowed.get("schedule"),
     )
+    # why VMs of the job can never start again (terminated, or a sandbox that was reset)
+    gone = sorted(
+        set(
+            job.instances.exclude(instance__start_refusal="").values_list(
+                "instance__start_refusal", flat=True
+            )
+        )
+    )
     return {
         "project": job.project,
         "job": job,
         "steps": steps,
         "config": config,
+        "gone": gone,
         "health_form": health_form,
         "schedule_form": schedule_form,
         "schedule_label": SCHEDULES.get(config.schedule, config.schedule),
@@ -362,6 +371,7 @@ def _job_context(
             [(s.status, s.attempts, s.message, len(s.log), s.finished_at) for s in steps],
             allowed,
             settings_version,
+            gone,
         ),
         "settings_version": settings_version,
     }
@@ -469,11 +479,11 @@ def _refused(request: AuthedRequest, reason: str, url: str) -> HttpResponse:
 @login_required
 def account_list(request: AuthedRequest, project_slug: str) -> HttpResponse:
     project, role = project_for_user(request.user, project_slug)
-    form = CloudAccountForm()
+    form = CloudAccountForm(user=request.user)
     if request.method == "POST":
         if not role.allows(Role.ADMIN):
             raise PermissionDenied("Adding a cloud account needs the admin role.")
-        form = CloudAccountForm(request.POST)
+        form = CloudAccountForm(request.POST, user=request.user)
         if form.is_valid():
             try:
                 account_create(project=project, actor=request.user, **form.cleaned_data)

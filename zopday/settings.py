@@ -10,6 +10,7 @@ import ipaddress
 import os
 import secrets
 import socket
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -77,6 +78,8 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "ninja",  # serves the API docs page's assets locally
+    "axes",  # counts failed logins and bad API tokens (instances.throttle)
+    "csp",  # the Content-Security-Policy header
     "instances",
     "provisioning",
 ]
@@ -90,7 +93,9 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "axes.middleware.AxesMiddleware",  # last: turns a locked-out attempt into its 429
 ]
 
 ROOT_URLCONF = "zopday.urls"
@@ -112,6 +117,23 @@ TEMPLATES = [
         },
     },
 ]
+
+# Content-Security-Policy: scripts and styles only from the console's own static files (no inline
+# script, no eval); the console pages add the console proxy's websocket origin to connect-src.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
 
 # Database: PostgreSQL from DATABASE_URL, else SQLite in WAL mode inside the run folder.
 if env("DATABASE_URL"):
@@ -143,6 +165,19 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+AUTHENTICATION_BACKENDS = [
+    "instances.throttle.LoginThrottle",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Logins and API tokens (instances.throttle): after this many failures of one user name from one
+# address, that pair is refused for the cool-off (bad tokens count per address).
+AXES_FAILURE_LIMIT = envint("ZOPDAY_LOGIN_FAILURE_LIMIT", 10)
+AXES_COOLOFF_TIME = timedelta(minutes=envint("ZOPDAY_LOGIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False  # the time to retry that is told holds
+AXES_LOCKOUT_CALLABLE = "instances.throttle.lockout_response"
+AXES_VERBOSE = False
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -289,6 +324,8 @@ LOGGING = {
         }
     },
     "root": {"handlers": ["console"], "level": env("ZOPDAY_LOG_LEVEL", "INFO")},
+    # axes tells every successful login at INFO; failures and lockouts are warnings
+    "loggers": {"axes": {"level": "WARNING"}},
 }
 
 
@@ -307,6 +344,11 @@ def _generated_secrets_key() -> str:
 # Encrypts cloud account secrets at rest. Set it in production and keep it: losing it makes
 # every stored secret unreadable.
 ZOPDAY_SECRETS_KEY = env("ZOPDAY_SECRETS_KEY") or _generated_secrets_key()
+# Hosts (name or name:port) a project admin may point a cloud account's endpoint URL at; any
+# other endpoint is a superuser's setting (provisioning.endpoints).
+ZOPDAY_CLOUD_ENDPOINT_ALLOWLIST = envlist("ZOPDAY_CLOUD_ENDPOINT_ALLOWLIST", [])
+# How long Test connection waits for the cloud's answer (a page waits for it).
+ZOPDAY_CLOUD_CHECK_TIMEOUT = envint("ZOPDAY_CLOUD_CHECK_TIMEOUT", 10)
 # A pipeline step retries a transient cloud error this many times, backing off from BASE seconds.
 ZOPDAY_PROVISIONING_RETRY_ATTEMPTS = envint("ZOPDAY_PROVISIONING_RETRY_ATTEMPTS", 5)
 ZOPDAY_PROVISIONING_RETRY_BASE_SECONDS = float(env("ZOPDAY_PROVISIONING_RETRY_BASE_SECONDS", "1"))

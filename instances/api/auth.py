@@ -2,7 +2,8 @@
 
 A session only counts with a valid CSRF token on unsafe methods, as for the pages. A request
 without either is 401; a token that is wrong, expired or belongs to an inactive user is 401 too,
-even when a session cookie came along, so a script never silently acts as someone else.
+even when a session cookie came along, so a script never silently acts as someone else. An
+address that sent too many bad tokens is answered 429 with Retry-After for a while.
 """
 
 from typing import Any
@@ -14,12 +15,18 @@ from ninja.security import HttpBearer
 from ninja.security import SessionAuth as NinjaSessionAuth
 
 from instances.services.tokens import api_token_authenticate
+from instances.throttle import token_attempt_allowed, token_failed
 
 
 class ApiTokenAuth(HttpBearer):
+    """A token, unless its address sent too many bad ones (429 from axes' middleware)."""
+
     def authenticate(self, request: HttpRequest, token: str) -> User:
+        if not token_attempt_allowed(request):
+            raise AuthenticationError(message="Too many bad API tokens.")
         user = api_token_authenticate(plaintext=token)
         if user is None:
+            token_failed(request)
             raise AuthenticationError(message="The API token is invalid or has expired.")
         request.user = user
         return user

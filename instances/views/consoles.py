@@ -23,6 +23,9 @@ from instances.http import AuthedRequest
 from instances.models import ConsoleSession, Instance
 
 RECORDINGS_PAGE_SIZE = 50
+# xterm.js sizes and colours the terminal through <style> elements it writes (it takes no
+# nonce): the terminal pages allow inline styles; scripts stay the console's own files only.
+XTERM_POLICY = {"style-src": ["'unsafe-inline'"]}
 
 
 def _kind_or_404(name: str) -> ConsoleKind:
@@ -69,7 +72,12 @@ def console_page(request: AuthedRequest, project_slug: str, pk: int, kind: str) 
         "key_combos": KEY_COMBOS,
     }
     template = "instances/console.html" if console.is_terminal else "instances/console_vnc.html"
-    return render(request, template, context)
+    response = render(request, template, context)
+    policy = {"connect-src": [proxy_base_url(request)]}
+    if console.is_terminal:
+        policy.update(XTERM_POLICY)
+    response._csp_update = policy  # type: ignore[attr-defined]
+    return response
 
 
 @never_cache
@@ -187,7 +195,7 @@ def console_replay(
     instance = _recordings_access(request, project_slug, pk)
     session, _ = _recording(instance, session_id)
     recording_url = reverse("instance-console-recording", args=[project_slug, pk, session.pk])
-    return render(
+    response = render(
         request,
         "instances/console_replay.html",
         {
@@ -198,3 +206,5 @@ def console_replay(
             "download_url": recording_url,
         },
     )
+    response._csp_update = XTERM_POLICY  # type: ignore[attr-defined]
+    return response

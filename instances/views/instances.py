@@ -244,7 +244,8 @@ def _instance_request(
 def instance_form_row(request: AuthedRequest, project_slug: str, kind: str) -> HttpResponse:
     """An empty disk or NIC row for the create form ("Add disk", "Add interface")."""
     project, _ = project_for_user(request.user, project_slug, Role.OPERATOR)
-    position = request.GET.get("index", "0") or "0"
+    # "index", or the formset's own count (what the page's Add button sends)
+    position = request.GET.get("index") or request.GET.get(f"{kind}-TOTAL_FORMS") or "0"
     if not position.isdecimal():
         return HttpResponseBadRequest("index: a whole number, the row's position in the form.")
     index = int(position)

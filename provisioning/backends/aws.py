@@ -12,11 +12,22 @@ from instances.backends.base import ExitKind
 from provisioning.backends.cloud import ON_STATES, CloudVm, CloudVmBackend
 from provisioning.infra import InfraConfig, VmRecord
 from provisioning.models import CloudAccount, ProvisioningJob
+from provisioning.providers.aws_sandbox import sandbox_was_reset
 from provisioning.providers.aws_sdk import client_for, mapped_errors
 from provisioning.providers.base import CloudError
 from provisioning.selectors import JobVm
+from provisioning.services.vms import SANDBOX_RESET
 
 NOT_FOUND = "InvalidInstanceID.NotFound"
+
+
+def sandbox_reset_message(job: ProvisioningJob) -> str:
+    return (
+        f"{SANDBOX_RESET} (its local moto server restarted and keeps nothing): this VM is gone "
+        f"with it, and no cloud failed. Delete job {job.name} and provision it again."
+    )
+
+
 # What the console asks → the EC2 call and its parameters.
 POWER_CALLS: dict[str, tuple[str, dict[str, Any]]] = {
     "start": ("start_instances", {}),
@@ -44,6 +55,19 @@ class AwsVmBackend(CloudVmBackend):
     service = "EC2"
     identity = "AWS"
     exec_channel = "SSM"
+
+    @classmethod
+    def gone_message(cls, job: ProvisioningJob, instance_id: str, vm: CloudVm | None) -> str:
+        """A VM the sandbox forgot because it restarted is no cloud failure: said as it is."""
+        if vm is None and job.account.sandbox:
+            recorded = str(job.config.get("resources", {}).get("sandbox_epoch", ""))
+            try:
+                reset = sandbox_was_reset(job.account, job.region, recorded)
+            except CloudError:
+                reset = False
+            if reset:
+                return sandbox_reset_message(job)
+        return super().gone_message(job, instance_id, vm)
 
     @classmethod
     def describe(

@@ -18,8 +18,11 @@ from provisioning.choices import NetworkMode, PoolMode, VmState
 from provisioning.infra import InfraConfig, VmRecord
 from provisioning.providers.aws_base import SETTLE_TIMEOUT
 from provisioning.providers.aws_lb import AwsLoadBalancer
+from provisioning.providers.aws_sandbox import sandbox_epoch
 from provisioning.providers.aws_sdk import (
+    NOT_AWS,
     available_zones,
+    client_for,
     error_code,
     get_or_none,
     mapped,
@@ -50,12 +53,17 @@ class AwsProvider(AwsLoadBalancer):
 
     @mapped
     def check_connection(self) -> str:
-        identity = self.client("sts").get_caller_identity()
-        zones = self.client("ec2").describe_availability_zones()["AvailabilityZones"]
-        return (
-            f"Connected as {identity['Arn']} (account {identity['Account']}); "
-            f"{len(zones)} availability zones in {self.region}."
-        )
+        try:  # botocore's parsers fail with these on XML of another shape
+            sts = client_for(self.account, "sts", self.region, quick=True)
+            identity = sts.get_caller_identity()
+            ec2 = client_for(self.account, "ec2", self.region, quick=True)
+            zones = ec2.describe_availability_zones()["AvailabilityZones"]
+            return (
+                f"Connected as {identity['Arn']} (account {identity['Account']}); "
+                f"{len(zones)} availability zones in {self.region}."
+            )
+        except (KeyError, TypeError, AttributeError) as error:
+            raise CloudError(NOT_AWS, code="NotAws") from error
 
     @mapped
     def validate(self, config: InfraConfig, ctx: StepContext) -> str:
@@ -63,6 +71,9 @@ class AwsProvider(AwsLoadBalancer):
         self.client("sts").get_caller_identity()
         zones = available_zones(self.account, self.region, cached=False)
         ctx.log(f"credentials valid; zones: {', '.join(zones)}")
+        if self.account.sandbox:  # tells a restarted sandbox from VMs deleted in it
+            epoch = sandbox_epoch(self.account, self.region, create=True)
+            self._record(config, ctx, "sandbox_epoch", epoch)
         if config.network_mode == NetworkMode.EXISTING:
             try:
                 subnet = ec2.describe_subnets(SubnetIds=[config.existing_subnet_id])["Subnets"][0]

@@ -12,6 +12,8 @@ import boto3
 import botocore.session
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
+from botocore.parsers import ResponseParserError
+from django.conf import settings
 
 from provisioning.models import CloudAccount
 from provisioning.providers.base import CloudError, mapped_with
@@ -48,13 +50,15 @@ _clients_lock = threading.Lock()
 ROLE_CREDENTIALS_SECONDS = 45 * 60
 
 
-def client_config() -> Config:
+def client_config(quick: bool = False) -> Config:
     # The pipeline retries transient errors itself, with its own backoff and a record of every
-    # attempt; the SDK's own retries would hide them.
+    # attempt; the SDK's own retries would hide them. A quick client (Test connection, which a
+    # page waits for) gives up well before the web server's worker timeout.
+    quick_timeout = settings.ZOPDAY_CLOUD_CHECK_TIMEOUT
     return Config(
         retries={"max_attempts": 1, "mode": "standard"},
-        connect_timeout=10,
-        read_timeout=60,
+        connect_timeout=min(5, quick_timeout) if quick else 10,
+        read_timeout=quick_timeout if quick else 60,
         user_agent_extra="zopday-console",
     )
 
@@ -70,10 +74,10 @@ def account_key(account: CloudAccount) -> tuple[Any, ...]:
     )
 
 
-def client_for(account: CloudAccount, service: str, region: str) -> Any:
+def client_for(account: CloudAccount, service: str, region: str, quick: bool = False) -> Any:
     """The cached boto3 client of the account for a service in a region (honours the account's
-    endpoint URL and role ARN)."""
-    key = (*account_key(account), service, region)
+    endpoint URL and role ARN); `quick`: with short timeouts."""
+    key = (*account_key(account), service, region, quick)
     with _clients_lock:
         entry = _clients.get(key)
         if entry is not None and entry[1] > time.monotonic():
@@ -84,7 +88,7 @@ def client_for(account: CloudAccount, service: str, region: str) -> Any:
             service,  # type: ignore[call-overload]
             region_name=region,
             endpoint_url=account.endpoint_url or None,
-            config=client_config(),
+            config=client_config(quick),
             **credentials,
         )
         lifetime = ROLE_CREDENTIALS_SECONDS if account.role_arn else 10**9
@@ -133,6 +137,12 @@ def _credentials(account: CloudAccount, region: str) -> dict[str, str]:
 
 
 # ---- errors ---------------------------------------------------------------------------------
+NOT_AWS = (
+    "The endpoint did not answer as AWS does (its reply is not an AWS API reply): check the "
+    "account's endpoint URL."
+)
+
+
 @contextmanager
 def mapped_errors() -> Iterator[None]:
     """Turn what boto3 raises into CloudError carrying the cloud's own message."""
@@ -148,6 +158,8 @@ def mapped_errors() -> Iterator[None]:
         raise CloudError(
             f"{operation}: {code}: {message}", retryable=retryable, code=code
         ) from error
+    except ResponseParserError as error:  # its text quotes the reply, which is not shown
+        raise CloudError(NOT_AWS, retryable=False, code="NotAws") from error
     except EndpointConnectionError as error:
         raise CloudError(f"Cannot reach AWS: {error}", retryable=True, code="Connection") from error
     except BotoCoreError as error:

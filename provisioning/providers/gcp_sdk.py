@@ -137,6 +137,23 @@ def google_api(
 
 
 # ---- errors ---------------------------------------------------------------------------------
+NOT_GOOGLE = (
+    "The endpoint did not answer as Google Cloud does (its reply is not a Google API reply): "
+    "check the account's endpoint URL."
+)
+
+
+def _json_reply(response: Any) -> bool:
+    """The HTTP reply behind an SDK error is JSON (or there is no reply to look at)."""
+    if not isinstance(response, requests.Response):
+        return True
+    try:
+        response.json()
+    except ValueError:
+        return False
+    return True
+
+
 @contextmanager
 def mapped_errors() -> Iterator[None]:
     """SDK, auth and transport exceptions become CloudError, the cloud's reason kept."""
@@ -146,6 +163,8 @@ def mapped_errors() -> Iterator[None]:
         raise
     except api_exceptions.GoogleAPICallError as error:
         status = int(error.code or 0)
+        if not _json_reply(error.response):  # its message would quote the reply as it came
+            raise CloudError(NOT_GOOGLE, retryable=False, code="NotGoogle") from error
         # Compute's errors carry their reason in the body's errors, not as ErrorInfo.
         details = [item for item in (error.errors or []) if isinstance(item, dict)]
         reason = error.reason or (details[0].get("reason") if details else None)

@@ -1,6 +1,7 @@
 """Cloud accounts: create them (the secret encrypted at rest) and test their connection."""
 
 import json
+import logging
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
@@ -13,9 +14,12 @@ from instances.choices import Outcome, Role
 from instances.models import Project
 from instances.services import audit_record
 from provisioning.choices import Provider
+from provisioning.endpoints import endpoint_refusal, token_uri_refusal
 from provisioning.models import CloudAccount
 from provisioning.providers import CloudError, provider_for
 from provisioning.validation import GCP_PROJECT, region_error, service_account_key_problem
+
+logger = logging.getLogger(__name__)
 
 
 def account_create(
@@ -40,9 +44,11 @@ def account_create(
         require(Allowed(bool(role and role.allows(Role.ADMIN)), "Needs the admin role."))
     if CloudAccount.objects.filter(project=project, name=name).exists():
         raise ValidationError({"name": "The project already has an account with this name."})
+    if message := endpoint_refusal(endpoint_url, actor):
+        raise ValidationError({"endpoint_url": message})
     if provider == Provider.GCP:
         access_key_id, secret_access_key, gcp_project = _gcp_credentials(
-            service_account_key, gcp_project
+            service_account_key, gcp_project, actor
         )
     elif provider == Provider.AWS:
         if not role_arn and not (access_key_id and secret_access_key):
@@ -72,7 +78,9 @@ def account_create(
     return account
 
 
-def _gcp_credentials(key: str, project: str) -> tuple[str, str, str]:
+def _gcp_credentials(
+    key: str, project: str, actor: AbstractBaseUser | None
+) -> tuple[str, str, str]:
     """(client email, key, project) of a pasted service account key, or the field's error."""
     key = key.strip()
     if not key:
@@ -80,6 +88,8 @@ def _gcp_credentials(key: str, project: str) -> tuple[str, str, str]:
     if problem := service_account_key_problem(key):
         raise ValidationError({"service_account_key": problem})
     info = json.loads(key)
+    if problem := token_uri_refusal(str(info["token_uri"]), actor):
+        raise ValidationError({"service_account_key": problem})
     project = project.strip() or str(info.get("project_id", ""))
     if not GCP_PROJECT.match(project):
         raise ValidationError(
@@ -97,6 +107,12 @@ def account_check(*, account: CloudAccount, actor: AbstractBaseUser) -> CloudAcc
         message, ok = provider_for(account).check_connection(), True
     except CloudError as error:
         message, ok = error.message, False
+    except Exception as error:  # a reply no SDK mapping foresaw: a message, not a 500
+        logger.warning("cloud account %s: the check failed: %r", account.pk, error)
+        ok = False
+        message = (
+            f"The check failed ({type(error).__name__}): the endpoint's reply was not understood."
+        )
     CloudAccount.objects.filter(pk=account.pk).update(
         last_checked_at=timezone.now(), last_check_ok=ok, last_check_message=message[:500]
     )

@@ -29,6 +29,9 @@ log = logging.getLogger(__name__)
 REFRESHED_STATUSES = (JobStatus.READY, JobStatus.FAILED, JobStatus.CANCELLED)
 GONE_STATES = frozenset({"shutting-down", "terminated"})
 UNSETTLED_STATES = frozenset({"pending", "stopping"})
+# How a gone VM's message starts when the sandbox (a local moto) restarted and forgot it: no
+# cloud failed, so its instance is Stopped (and cannot start), not Failed.
+SANDBOX_RESET = "The sandbox was reset"
 
 
 def lifecycle_for(cloud_state: str | None, current: str) -> str:
@@ -158,9 +161,10 @@ def job_vms_refresh(*, job: ProvisioningJob) -> list[str]:
             continue
         if cloud is None or cloud.state in GONE_STATES:
             message = backend.gone_message(job, vm.instance_id, cloud)
+            reset = message.startswith(SANDBOX_RESET)
             instance_power_observe(
                 instance=instance,
-                state=PowerState.FAILED,
+                state=PowerState.STOPPED if reset else PowerState.FAILED,
                 last_exit=LastExit(cloud.exit_kind.value) if cloud else LastExit.NONE,
                 message=message,
             )

@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from tests.e2e.session import log_in
+from tests.e2e.session import log_in, watch_csp
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # Playwright's sync API runs an event loop in this thread; the ORM calls the tests make next to
@@ -31,11 +31,14 @@ def browser():
 
 @pytest.fixture
 def page(browser, live_server):
+    """A browser page; the test fails if the page breaks the Content-Security-Policy."""
     context = browser.new_context(base_url=live_server.url)
     context.set_default_timeout(15_000)
     page = context.new_page()
+    violations = watch_csp(page)
     yield page
     context.close()
+    assert not violations, f"Content-Security-Policy violations: {violations}"
 
 
 @pytest.fixture

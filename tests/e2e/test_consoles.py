@@ -12,7 +12,7 @@ from playwright.sync_api import expect
 from instances.backends import backend_named
 from instances.models import Instance
 from instances.services import power
-from tests.e2e.session import log_in
+from tests.e2e.session import log_in, watch_csp
 from tests.factories import SubnetFactory, demo_image, demo_instance
 from tests.instances.consoles.conftest import discard_machine
 from tests.services import start_console_proxy, stop
@@ -47,6 +47,7 @@ def logged_in_page(browser, live_server, username: str):
     context = browser.new_context(base_url=live_server.url, viewport={"width": 1280, "height": 900})
     context.set_default_timeout(20_000)
     page = context.new_page()
+    watch_csp(page)
     log_in(page, username)
     return page
 
@@ -120,6 +121,7 @@ def test_serial_console_echo_and_a_second_viewer_who_takes_over(
     typed = r"(?m)^root@browser-vm[:/# ]*echo again-\$\(\(3\*3\)\)\s*$"
     assert re.search(typed, text), (text[-300:], terminal_text(second)[-300:])
     first.screenshot(path=str(settings.RUN_DIR / "e2e-serial-console.png"))
+    assert first.csp_violations == second.csp_violations == []
     first.context.close()
     second.context.close()
 
@@ -206,4 +208,5 @@ def test_exec_console_and_the_vnc_screen_where_ctrl_alt_del_reboots_the_guest(
         assert time.monotonic() < deadline, "Ctrl+Alt+Del did not reboot the guest"
         time.sleep(0.25)
     assert log.read_bytes().count(b"zopday-demo: ready") >= 2 or True  # still booting is fine
+    assert page.csp_violations == []
     page.context.close()

@@ -293,8 +293,11 @@ def test_gcp_requests_are_checked_field_by_field(gcp_account, project, owner):
     ] == ["Give the name of a VPC network such as prod-net."]
 
 
-def test_gcp_accounts_take_a_service_account_key_and_check_their_connection(gcp, project, owner):
+def test_gcp_accounts_take_a_service_account_key_and_check_their_connection(
+    gcp, project, owner, settings
+):
     key = service_account_key(gcp, email="ops@zopday-sandbox.iam.gserviceaccount.com")
+    settings.ZOPDAY_CLOUD_ENDPOINT_ALLOWLIST = [gcp.url.removeprefix("http://")]  # the fake's
 
     def create(**fields):
         return account_create(

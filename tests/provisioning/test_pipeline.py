@@ -122,7 +122,9 @@ def test_vms_have_no_ssh_key_no_port_22_and_no_public_ip(aws, make_job, pool):
 
 # What a clean Fixed + LB job reads from the cloud: its checks, never a lookup before a create.
 CHECKS = [
-    "GetCallerIdentity", "DescribeAvailabilityZones", "GetParameter",  # stepValidate
+    "GetCallerIdentity", "DescribeAvailabilityZones",  # stepValidate
+    "GetParameter",  # stepValidate: the sandbox's epoch marker (written where it is missing)
+    "GetParameter",  # stepValidate: the default image
     "DescribeInstances", "GetCommandInvocation",  # the readiness check of stepCreateVMs
     "ListHostedZonesByName",  # the DNS name's zone may be the user's own
     "DescribeInstances", "DescribeInstances",  # stepRegisterSpace, stepFinalize

@@ -284,8 +284,10 @@ def test_the_wizard_offers_gcps_regions_and_machine_types_and_lands_a_gcp_job(
     assert job.config["instance_type"] == "e2-small"
 
 
-def test_admins_add_a_gcp_account_and_the_key_never_shows_again(client_for, gcp):
+def test_admins_add_a_gcp_account_and_the_key_never_shows_again(client_for, gcp, settings):
     from tests.fakes.gce import service_account_key
+
+    settings.ZOPDAY_CLOUD_ENDPOINT_ALLOWLIST = [gcp.url.removeprefix("http://")]  # the fake's
 
     key = service_account_key(gcp, email="ops@zopday-sandbox.iam.gserviceaccount.com")
     data = {"name": "GCP", "provider": "gcp", "default_region": "us-east-1",

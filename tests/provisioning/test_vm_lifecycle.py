@@ -371,3 +371,33 @@ def test_a_power_operation_waits_for_ec2_within_a_tasks_time_limit(settings):
     from provisioning.backends.cloud import SETTLE_SECONDS
 
     assert SETTLE_SECONDS < settings.CELERY_TASK_SOFT_TIME_LIMIT
+
+
+def test_a_restarted_sandbox_reads_reset_not_a_cloud_failure(aws, landed, client_for):
+    from tests.provisioning import moto
+
+    moto.reset(aws)  # what a restart of `bin/zop run` does to moto's memory
+    make_due(landed)
+    assert jobs_refresh_vms() == [landed.pk]
+    for instance in instances_of(landed):
+        instance.refresh_from_db()
+        assert instance.power_state == PowerState.STOPPED  # not Failed: no cloud failed
+        assert instance.start_refusal.startswith("The sandbox was reset")
+        assert "terminated outside the console" not in instance.start_refusal
+        assert "terminated outside" not in instance.power_message
+    page = client_for("viewer").get(f"/projects/alpha/provisioning/jobs/{landed.pk}/").text
+    assert "The sandbox was reset (its local moto server restarted and keeps nothing)" in page
+    assert 'href="/projects/alpha/provisioning/new/">Provision again</a>' in page
+    with pytest.raises(BackendError, match="The sandbox was reset"):
+        backend_named("aws").start(backend_spec(instances_of(landed)[0]))
+
+
+def test_a_vm_terminated_in_a_sandbox_that_kept_running_is_still_told_so(aws, landed):
+    ec2_id = InfraConfig.from_json(landed.config).vms[0].instance_id
+    raw_client(aws, "ec2").terminate_instances(InstanceIds=[ec2_id])
+    make_due(landed)
+    jobs_refresh_vms()
+    first = instances_of(landed)[0]
+    first.refresh_from_db()
+    assert first.power_state == PowerState.FAILED
+    assert "terminated outside the console" in first.start_refusal

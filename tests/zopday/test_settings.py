@@ -6,7 +6,7 @@ from tests.services import ROOT
 
 
 def run_manage(*args: str, **env: str) -> subprocess.CompletedProcess:
-    unset = {"DATABASE_URL", "SECRET_KEY", "DJANGO_ALLOW_ASYNC_UNSAFE"}
+    unset = {"DATABASE_URL", "SECRET_KEY", "ZOPDAY_SECRETS_KEY", "DJANGO_ALLOW_ASYNC_UNSAFE"}
     clean = {k: v for k, v in os.environ.items() if k not in unset}
     return subprocess.run(
         [sys.executable, "manage.py", *args], cwd=ROOT, env={**clean, **env},
@@ -14,16 +14,30 @@ def run_manage(*args: str, **env: str) -> subprocess.CompletedProcess:
     )  # fmt: skip
 
 
+PRODUCTION_KEY = "k" * 20 + "-production-secret-key-with-enough-entropy-0123456789"
+SECRETS_KEY = "hQ2wGpLZ1cYd8tVq0sBn3mXe7uKa5rJf9iOw4yTz6lE="  # a Fernet key (32 bytes, base64)
+
+
 def test_check_deploy_is_clean_in_production_mode(tmp_path):
     result = run_manage(
         "check", "--deploy", "--fail-level", "WARNING",
-        ZOPDAY_ENV="production", ZOPDAY_RUN_DIR=str(tmp_path),
-        SECRET_KEY="k" * 20 + "-production-secret-key-with-enough-entropy-0123456789",
+        ZOPDAY_ENV="production", ZOPDAY_RUN_DIR=str(tmp_path), SECRET_KEY=PRODUCTION_KEY,
         ALLOWED_HOSTS="console.example.com", DATABASE_URL=f"sqlite:///{tmp_path}/db.sqlite3",
+        ZOPDAY_SECRETS_KEY=SECRETS_KEY,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "System check identified no issues" in result.stdout
     assert "WARNINGS" not in result.stderr
+
+
+def test_check_deploy_warns_when_the_secrets_key_is_not_given_in_production(tmp_path):
+    result = run_manage(
+        "check", "--deploy",
+        ZOPDAY_ENV="production", ZOPDAY_RUN_DIR=str(tmp_path), SECRET_KEY=PRODUCTION_KEY,
+        ALLOWED_HOSTS="console.example.com", DATABASE_URL=f"sqlite:///{tmp_path}/db.sqlite3",
+    )  # fmt: skip
+    assert "(provisioning.W001) ZOPDAY_SECRETS_KEY is not set" in result.stderr
+    assert "System check identified 1 issue" in result.stdout + result.stderr
 
 
 def test_production_mode_refuses_to_start_without_a_secret_key(tmp_path):
