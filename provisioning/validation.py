@@ -72,6 +72,8 @@ def name_errors(name: str) -> dict[str, str]:
 
 
 def pool_errors(config: InfraConfig) -> dict[str, str]:
+    """At most one message a field, at the field that is wrong: a min above the max is the
+    max's, a desired size outside them the desired size's."""
     errors = {}
     if message := region_error(config.provider, config.region):
         errors["region"] = message
@@ -79,14 +81,26 @@ def pool_errors(config: InfraConfig) -> dict[str, str]:
         if not 1 <= config.instance_count <= MAX_FIXED:
             errors["instance_count"] = f"A fixed pool has 1 to {MAX_FIXED} instances."
     elif config.pool_mode == PoolMode.ASG:
-        if not 0 <= config.asg_min <= config.asg_desired <= config.asg_max:
-            errors["asg_desired"] = "Keep min ≤ desired ≤ max."
-        elif not 1 <= config.asg_max <= MAX_ASG:
-            errors["asg_max"] = f"The group's max is 1 to {MAX_ASG}."
-        elif config.asg_desired < 1:
-            errors["asg_desired"] = "Start at least one instance."
+        errors.update(_asg_errors(config.asg_min, config.asg_max, config.asg_desired))
     else:
         errors["pool_mode"] = "Choose Fixed or ASG."
+    return errors
+
+
+def _asg_errors(low: int, high: int, desired: int) -> dict[str, str]:
+    errors = {}
+    if not 0 <= low <= MAX_ASG:
+        errors["asg_min"] = f"The group's min is 0 to {MAX_ASG}."
+    if not 1 <= high <= MAX_ASG:
+        errors["asg_max"] = f"The group's max is 1 to {MAX_ASG}."
+    elif "asg_min" not in errors and low > high:
+        errors["asg_max"] = f"The group's max must be at least its min ({low})."
+    if errors:
+        return errors
+    if desired < 1:
+        errors["asg_desired"] = "Start at least one instance."
+    elif not low <= desired <= high:
+        errors["asg_desired"] = f"Keep min ≤ desired ≤ max: {low} to {high} here."
     return errors
 
 
