@@ -166,29 +166,26 @@ def network_errors(config: InfraConfig) -> dict[str, str]:
     return errors
 
 
-HEALTH_CHECK_PATH = re.compile(r"^/[\x21-\x7e]{0,1023}$")  # what AWS takes: printable ASCII
-# What GCE takes: an RFC 3986 path (and query), no quotes, brackets, braces or backslashes.
-GCP_HEALTH_CHECK_PATH = re.compile(r"^/[A-Za-z0-9\-._~!$&'()*+,;=:@/%?]{0,1023}$")
+# A URL path of unreserved characters, %XX escapes and the sub-delimiters nginx reads as
+# nothing special: no quotes, braces, semicolons, spaces, `#`, `?`, `$` or backslashes.
+HEALTH_CHECK_PATH = re.compile(r"^/(?:[A-Za-z0-9\-._~!*+,=:@/]|%[0-9A-Fa-f]{2})*$")
+HEALTH_CHECK_PATH_MAX = 1024
 
 
-def health_check_path_error(path: str, provider: str = Provider.AWS) -> str:
-    if not HEALTH_CHECK_PATH.match(path):
+def health_check_path_error(path: str) -> str:
+    """The same rule on every cloud: the path is also written into the VMs' NGINX config."""
+    if len(path) > HEALTH_CHECK_PATH_MAX or not HEALTH_CHECK_PATH.match(path):
         return (
-            "The health check path starts with / and has no spaces or non-ASCII characters "
-            "(e.g. /healthz)."
-        )
-    if provider == Provider.GCP and not GCP_HEALTH_CHECK_PATH.match(path):
-        return (
-            "On GCP the health check path is a URL path: letters, digits and - . _ ~ ! $ & ' "
-            "( ) * + , ; = : @ / % ? only (e.g. /healthz)."
+            "The health check path is a URL path: it starts with / and has letters, digits, "
+            "- . _ ~ ! * + , = : @ / and %XX escapes only (e.g. /healthz)."
         )
     return ""
 
 
-def health_check_errors(path: str, port: int, provider: str = Provider.AWS) -> dict[str, str]:
+def health_check_errors(path: str, port: int) -> dict[str, str]:
     """The load balancer's health check, in the wizard and when it is changed later."""
     errors: dict[str, str] = {}
-    if message := health_check_path_error(path, provider):
+    if message := health_check_path_error(path):
         errors["health_check_path"] = message
     if not 1 <= port <= 65535:
         errors["health_check_port"] = "A port is 1 to 65535."
@@ -198,12 +195,13 @@ def health_check_errors(path: str, port: int, provider: str = Provider.AWS) -> d
 def load_balancer_errors(config: InfraConfig) -> dict[str, str]:
     errors: dict[str, str] = {}
     if not config.load_balancer:
+        nginx = config.bootstrap_mode != BootstrapMode.BARE_METAL  # it answers on the path too
+        if nginx and (message := health_check_path_error(config.health_check_path)):
+            errors["health_check_path"] = message
         if config.dns_name:
             errors["dns_name"] = "A DNS name needs the load balancer."
         return errors
-    errors.update(
-        health_check_errors(config.health_check_path, config.health_check_port, config.provider)
-    )
+    errors.update(health_check_errors(config.health_check_path, config.health_check_port))
     if config.dns_name and not DNS_NAME.match(config.dns_name.lower()):
         errors["dns_name"] = "Give a host name such as app.example.com."
     return errors

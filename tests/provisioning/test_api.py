@@ -209,3 +209,29 @@ def test_a_negative_size_gets_one_message(api_for, client_for, account, sizes, f
     pool = {**dict(WIZARD)["pool"], **{name: str(value) for name, value in sizes.items()}}
     page = client.post(url("pool"), {**pool, "action": "next"}).content.decode()
     assert re.findall(r'<p class="error"[^>]*>(.*?)</p>', page) == [message.replace("'", "&#x27;")]
+
+
+INJECTION = "/h{}location~.{alias/etc/;}#"
+
+
+@pytest.mark.parametrize(
+    "path", [INJECTION, "/up;", "/a b", "/x'y", '/x"y', "/a$b", "/a?b", "/%zz", "/a\\b"]
+)
+@pytest.mark.parametrize("load_balancer", [True, False])
+def test_a_health_check_path_that_is_not_a_url_path_is_refused_at_its_field(
+    api_for, account, path, load_balancer
+):
+    response = api_for("operator").post(
+        "/provisioning-jobs", body(account, load_balancer=load_balancer, health_check_path=path)
+    )
+    assert response.status_code == 422, response.content
+    assert set(response.json()["errors"]) == {"health_check_path"}
+    assert not ProvisioningJob.objects.exists()
+
+
+def test_the_wizard_refuses_the_nginx_injection_at_the_path(client_for, account):
+    client = client_for("operator")
+    walk(client, account, until="load-balancer")
+    step = {**dict(WIZARD)["load-balancer"], "health_check_path": INJECTION, "action": "next"}
+    page = client.post(url("load-balancer"), step).content.decode()
+    assert 'id="health_check_path-error">The health check path is a URL path' in page
