@@ -46,7 +46,8 @@ RUN_DIR = Path(env("ZOPDAY_RUN_DIR", str(BASE_DIR / "var"))).resolve()
 RUN_DIR.mkdir(parents=True, exist_ok=True)
 
 PRODUCTION = env("ZOPDAY_ENV", "development") == "production"
-DEBUG = envbool("ZOPDAY_DEBUG", default=not PRODUCTION)
+# Debug pages show tracebacks and settings to whoever sends the request: only when asked for.
+DEBUG = envbool("ZOPDAY_DEBUG", default=False)
 
 
 def _development_secret_key() -> str:
@@ -288,6 +289,8 @@ LOGGING = {
             "filters": ["refusals"],
         }
     },
+    # A refused request (403, a body too large) is one line, without the traceback it carries.
+    "loggers": {name: {"filters": ["refusals"]} for name in ("django.request", "django.security")},
     "root": {"handlers": ["console"], "level": env("ZOPDAY_LOG_LEVEL", "INFO")},
 }
 
