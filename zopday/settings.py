@@ -228,6 +228,10 @@ ZOPDAY_NETNS = env("ZOPDAY_NETNS", "zopday")  # the network namespace that holds
 ZOPDAY_IMAGES_DIR = Path(env("ZOPDAY_IMAGES_DIR", str(RUN_DIR / "images"))).resolve()
 # The largest image a user may upload on the Images page or through the API.
 ZOPDAY_IMAGE_UPLOAD_MAX_GB = envint("ZOPDAY_IMAGE_UPLOAD_MAX_GB", 20)
+# The largest virtual size of an uploaded qcow2 image (GiB): a tiny file can claim petabytes.
+ZOPDAY_IMAGE_MAX_VIRTUAL_GB = envint("ZOPDAY_IMAGE_MAX_VIRTUAL_GB", 2048)
+# How much each project's uploaded image files may hold together (GiB).
+ZOPDAY_PROJECT_IMAGE_QUOTA_GB = envint("ZOPDAY_PROJECT_IMAGE_QUOTA_GB", 50)
 # Machine run folders hold unix sockets, whose paths must stay under 108 bytes: keep this short.
 ZOPDAY_MACHINES_DIR = Path(env("ZOPDAY_MACHINES_DIR", str(RUN_DIR / "machines"))).resolve()
 ZOPDAY_EIP_POOL = env("ZOPDAY_EIP_POOL", "198.51.100.0/24")
