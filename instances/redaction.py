@@ -18,6 +18,7 @@ Every pattern is an RE2 expression, which runs in time linear in the text whatev
 backtracking engine took minutes on 32 KiB of dashes); user data over the cap is hidden whole.
 """
 
+import functools
 import re
 from collections.abc import Callable
 
@@ -140,6 +141,7 @@ def user_data_redacted(text: str) -> str:
     return "#cloud-config\n" + dumped
 
 
+@functools.lru_cache(maxsize=4096)
 def is_credential(key: str) -> bool:
     name = key.lower().replace("-", "_")
     if "public" in name or name == "chpasswd":  # chpasswd: its parts are told apart below
@@ -191,6 +193,8 @@ def text_redacted(text: str) -> str:
     if "://" in lowered:
         text = URL_PASSWORD.sub(rf"\1{HIDDEN}@", text)
     for words, pattern, replacement in IN_TEXT:
-        if any(word in lowered for word in words):  # the word the pattern starts from
-            text = pattern.sub(replacement, text)
+        for word in words:
+            if word in lowered:  # the word the pattern starts from
+                text = pattern.sub(replacement, text)
+                break
     return text
