@@ -20,7 +20,7 @@ from instances.choices import (
 )
 from instances.models import Image, Instance, Project, SSHKey, Subnet
 from instances.services import ipam
-from instances.validators import validate_mac
+from instances.validators import USER_DATA_MAX_BYTES, validate_mac
 
 
 def images_for(project: Project, *kinds: str) -> QuerySet[Image]:
@@ -69,7 +69,9 @@ class InstanceForm(forms.Form):
         choices=UserDataMode.choices, initial=UserDataMode.DEFAULT, widget=forms.RadioSelect
     )
     custom_user_data = forms.CharField(
-        required=False, widget=forms.Textarea(attrs={"rows": 8, "spellcheck": "false"})
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 8, "spellcheck": "false"}),
+        help_text=f"At most {USER_DATA_MAX_BYTES // 1024} KiB, the most clouds accept.",
     )
     ssh_keys = forms.ModelMultipleChoiceField(
         queryset=SSHKey.objects.none(),

@@ -3,70 +3,154 @@
 Hidden: every value under a key that names a credential (cloud-config's passwd, hashed_passwd,
 plain_text_passwd, password, the host keys' *_private, Ubuntu Pro's token, Landscape's
 registration_key, Red Hat's activation-key, LXD's trust_password, Chef's validation_key and
-validation_cert, ...), chpasswd's "user:password" lines, and the password in a URL's user info
-(a proxy's, say). Inside any text (runcmd and bootcmd lines, write_files contents) the same
-words are looked for: the value of `DB_PASSWORD=...`, `api_token: ...`, `X-Api-Key: ...` or
-`--password ...`, a Bearer or Basic credential, `mysql -p...`, `htpasswd -b FILE USER ...`,
-openssl's `pass:...`, the body of a PEM private key, and what is piped into chpasswd or passwd.
-A command written as a list (`[mysql, -pSECRET]`) is read as the line it runs. A file
-written from base64 or gzip is hidden whole: it cannot be read for them. A document with YAML
-aliases is hidden whole: an alias can show a credential under another key, and expanding
-aliases can make a small document enormous.
+validation_cert, any credentials, ...), chpasswd's "user:password" lines, the password in a URL's
+user info (a proxy's, say), and what a written .pgpass, .netrc or .git-credentials holds. Inside
+any text (runcmd and bootcmd lines, write_files contents) the same words are looked for: the value
+of `DB_PASSWORD=...`, `api_token: ...`, `X-Api-Key: ...` or `--password ...`, a Bearer token or
+any `Authorization:` credential, `mysql -p...`, `curl -u USER:...`, `redis-cli -a ...`,
+`htpasswd -b FILE USER ...`, openssl's `pass:...`, the body of a PEM private key, and what is
+piped into chpasswd, passwd or `sudo -S`. A command written as a list (`[mysql, -pSECRET]`) is
+read as the line it runs. A file written from base64 or gzip is hidden whole: it cannot be read
+for them. A document with YAML aliases is hidden whole: an alias can show a credential under
+another key, and expanding aliases can make a small document enormous.
+
+Every pattern is an RE2 expression, which runs in time linear in the text whatever it holds (a
+backtracking engine took minutes on 32 KiB of dashes); user data over the cap is hidden whole.
 """
 
+import functools
 import re
+from collections.abc import Callable
 
 import yaml
 
+from instances.validators import USER_DATA_MAX_BYTES
+
 HIDDEN = "••••••••"
-CREDENTIAL_WORDS = ("passw", "secret", "token", "private")
+CREDENTIAL_WORDS = ("passw", "secret", "token", "private", "credential")
 CREDENTIAL_ENDINGS = ("_key", "_cert")
-URL_PASSWORD = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^\s/:@]+:)[^\s/@]+@", re.IGNORECASE)
-_WORD = r"[\w.-]*(?:passw|secret|token|private|api[_-]?key|access[_-]?key)[\w.-]*"
-_FLAGS = r"(?:[ \t]+-[a-zA-Z]+)"
-_HTPASSWD_B = rf"\bhtpasswd(?={_FLAGS}*?[ \t]+-[a-zA-Z]*b){_FLAGS}+"  # with -b among its flags
-_VALUE = r"(?:\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'|;&]+)"
-IN_TEXT = (  # (pattern, replacement): the credential's place in a line of text
-    (re.compile(rf"(--?{_WORD})(=|[ \t]+)(?!-)(?<!stdin[ \t])(?<!file[ \t]){_VALUE}", re.I),
-     rf"\1\2{HIDDEN}"),
-    (re.compile(rf"(\b{_WORD}[ \t]*[=:][ \t]*)(?!-)(?!//){_VALUE}", re.I), rf"\1{HIDDEN}"),
-    (re.compile(r"(\bBearer[ \t]+|\bAuthorization:[ \t]*Basic[ \t]+)[\w.~+/=-]+", re.I),
+CREDENTIAL_FILES = (".pgpass", "pgpass.conf", ".netrc", "_netrc", ".git-credentials")
+_KEYWORD = r"(?:passw|secret|token|private|credential|api[_-]?key|access[_-]?key)"
+# A word holding a keyword, read from its first character only and without backtracking.
+_WORD = rf"(?=[\w.-]*?{_KEYWORD})[\w.-]++"
+_VALUE = r"(?:\"[^\"\n]*+\"|'[^'\n]*+'|[^\s\"'|;&]++)"
+_FILES = r"(?:\.pgpass|pgpass\.conf|\.netrc|\.git-credentials)"
+
+
+def _until(*words: str) -> str:
+    """Characters of one command up to the next of these words: a scan from one of them never
+    runs over the next, so each part of the text is read once."""
+    return rf"(?:(?!\b(?:{'|'.join(words)})\b)[^\n|;&])*?"
+
+
+URL_PASSWORD = re.compile(
+    r"((?<![a-z0-9+.-])[a-z][a-z0-9+.-]*+://[^\s/:@]++:)[^\s/@]++@", re.IGNORECASE
+)
+
+
+def _unless_read_from(match: re.Match[str]) -> str:
+    """--password-stdin / --password-file name where the password comes from: it is kept."""
+    flag, separator = match.group(1), match.group(2)
+    if separator != "=" and flag.lower().endswith(("stdin", "file")):
+        return match.group(0)
+    return f"{flag}{separator}{HIDDEN}"
+
+
+def _if_given_with_b(match: re.Match[str]) -> str:
+    """htpasswd takes the password on the command line only with -b among its flags."""
+    return match.group(1) + HIDDEN if "b" in match.group(2) else match.group(0)
+
+
+def _key_body(match: re.Match[str]) -> str:
+    return f"{match.group(1)}\n{HIDDEN}\n{match.group(2) or ''}"
+
+
+# (pattern, replacement): the credential's place in a line of text. Each starts at a fixed word
+# or at the first character of a word, and a scan from there stops before the next such start.
+KEYWORDS = ("passw", "secret", "token", "private", "credential", "api", "access")
+Rule = tuple[tuple[str, ...], re.Pattern[str], str | Callable[[re.Match[str]], str]]
+# (words, pattern, replacement): the pattern runs on a text holding one of the words
+IN_TEXT: tuple[Rule, ...] = (
+    (KEYWORDS, re.compile(rf"(?<![\w.-])(--?{_WORD})(=|[ \t]++)(?!-){_VALUE}", re.I),
+     _unless_read_from),
+    (KEYWORDS, re.compile(rf"((?<![\w.-]){_WORD}[ \t]*+[=:][ \t]*+)(?!-)(?!//){_VALUE}", re.I),
+     rf"\1{HIDDEN}"),
+    (("bearer",), re.compile(r"(\bBearer[ \t]++)[\w.~+/=-]++", re.I), rf"\1{HIDDEN}"),
+    # Authorization: Basic X, token X, Digest X, or a bare credential
+    (("authorization",),
+     re.compile(r"(\bAuthorization:[ \t]*+(?:[\w-]++[ \t]++)?)[^\s\"'|;&]++", re.I),
      rf"\1{HIDDEN}"),
     # mysql -pSECRET (a bare -p asks for it), and openssl's -passin/-passout pass:SECRET
-    (re.compile(rf"(\b(?:mysql|mariadb)\w*\b[^\n|;&]*?[ \t]-p)(?![ \t-]){_VALUE}"), rf"\1{HIDDEN}"),
-    (re.compile(rf"(\bpass:){_VALUE}"), rf"\1{HIDDEN}"),
+    (("mysql", "mariadb"),
+     re.compile(rf"(\b(?:mysql|mariadb)\w*+{_until('mysql', 'mariadb')}[ \t]-p)(?![ \t-])"
+                rf"{_VALUE}"),
+     rf"\1{HIDDEN}"),
+    (("pass:",), re.compile(rf"(\bpass:){_VALUE}"), rf"\1{HIDDEN}"),
+    # curl -u USER:SECRET (a USER alone asks for it), redis-cli -a SECRET
+    (("curl",),
+     re.compile(rf"(\bcurl\b{_until('curl')}[ \t](?:-u[ \t]*+|--user(?:[ \t]++|=))[\"']?"
+                r"[^\s:\"']*+:)[^\s\"'|;&]++"),
+     rf"\1{HIDDEN}"),
+    (("redis-cli",),
+     re.compile(rf"(\bredis-cli\b{_until('redis-cli')}[ \t](?:-a|--pass)[ \t]++)(?!-){_VALUE}"),
+     rf"\1{HIDDEN}"),
     # htpasswd -b FILE USER SECRET (the password on the command line; -c, -B... around it)
-    (re.compile(rf"({_HTPASSWD_B}[ \t]+\S+[ \t]+\S+[ \t]+){_VALUE}"), rf"\1{HIDDEN}"),
-    (re.compile(r"(-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----).*?(-----END [A-Z0-9 ]*PRIVATE KEY-----)",
-                re.S), rf"\1\n{HIDDEN}\n\2"),
-    (re.compile(r"\becho\b[^|\n]*\|[ \t]*(sudo[ \t]+)?(chpasswd|passwd)\b"),
-     rf"echo {HIDDEN} | \1\2"),
+    (("htpasswd",),
+     re.compile(rf"(\bhtpasswd((?:[ \t]++-[a-zA-Z]++)++)(?:[ \t]++\S++){{2}}[ \t]++){_VALUE}"),
+     _if_given_with_b),
+    # a PEM private key's body, to its end (or to the next key, or the end of the text)
+    (("private key",),
+     re.compile(r"(-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----)(?:(?:(?!-----BEGIN )[\s\S])*?"
+                r"(-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----)|(?:(?!-----BEGIN )[\s\S])*+)"),
+     _key_body),
+    # what is echoed into chpasswd, passwd or sudo -S, or into a credentials file
+    (("echo", "printf"),
+     re.compile(r"\b(echo|printf)\b(?:(?!\b(?:echo|printf)\b)[^|\n])*+\|[ \t]*+"
+                r"((?:sudo[ \t]++)?(?:chpasswd|passwd)\b"
+                r"|sudo\b[^|\n;&]*?[ \t](?:-[a-zA-Z]*?S|--stdin)\b)"),
+     rf"\1 {HIDDEN} | \2"),
+    (("echo", "printf"),
+     re.compile(r"\b(echo|printf)\b(?:(?!\b(?:echo|printf)\b)[^|\n>])*+"
+                rf"(>>?[ \t]*+[^\s;&|>]*?{_FILES})\b"),
+     rf"\1 {HIDDEN} \2"),
 )  # fmt: skip
 READABLE_ENCODINGS = ("", "text/plain")
+# libyaml where PyYAML has it (its wheels do): the pure-Python parser takes 20 times as long.
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 def user_data_redacted(text: str) -> str:
     """The user data with its credentials hidden; what does not parse as a cloud-config
-    mapping without aliases (never saved so, but) is hidden whole."""
+    mapping without aliases (never saved so, but) is hidden whole, as is user data over the cap
+    (kept from before there was one)."""
+    if len(text) > USER_DATA_MAX_BYTES or len(text.encode()) > USER_DATA_MAX_BYTES:
+        return HIDDEN
     try:
-        if any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(text)):
+        if any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(text, Loader=LOADER)):
             return HIDDEN
-        config = yaml.safe_load(text)
-    except yaml.YAMLError:
+        config = yaml.load(text, Loader=LOADER)  # a safe loader
+    except (yaml.YAMLError, RecursionError):  # libyaml refuses nesting past 1,000 levels
         return HIDDEN
     if not isinstance(config, dict):
         return HIDDEN
-    dumped = yaml.safe_dump(
-        _redacted(config), sort_keys=False, default_flow_style=False, allow_unicode=True
-    )
+    dumped = yaml.dump(
+        _redacted(config), Dumper=DUMPER, sort_keys=False, default_flow_style=False,
+        allow_unicode=True,
+    )  # fmt: skip
     return "#cloud-config\n" + dumped
 
 
+@functools.lru_cache(maxsize=4096)
 def is_credential(key: str) -> bool:
     name = key.lower().replace("-", "_")
     if "public" in name or name == "chpasswd":  # chpasswd: its parts are told apart below
         return False
     return any(word in name for word in CREDENTIAL_WORDS) or name.endswith(CREDENTIAL_ENDINGS)
+
+
+def is_credentials_file(path: object) -> bool:
+    return str(path or "").rstrip().rsplit("/", 1)[-1].endswith(CREDENTIAL_FILES)
 
 
 def _redacted(node: object, key: str = "") -> object:
@@ -76,8 +160,11 @@ def _redacted(node: object, key: str = "") -> object:
         return HIDDEN
     if isinstance(node, dict):
         redacted = {k: _redacted(v, str(k)) for k, v in node.items()}
-        if "content" in node and str(node.get("encoding") or "").lower() not in READABLE_ENCODINGS:
-            redacted["content"] = HIDDEN  # a write_files entry in base64 or gzip
+        if "content" in node and (
+            str(node.get("encoding") or "").lower() not in READABLE_ENCODINGS
+            or is_credentials_file(node.get("path"))
+        ):
+            redacted["content"] = HIDDEN  # a write_files entry in base64 or gzip, or a .pgpass
         if key == "chpasswd" and "list" in node:  # its older form: "user:password" lines
             lines = node["list"]
             lines = lines.splitlines() if isinstance(lines, str) else lines or []
@@ -87,7 +174,10 @@ def _redacted(node: object, key: str = "") -> object:
         return (node[0], _redacted(node[1], node[0]))  # a pair of !!omap or !!pairs
     if isinstance(node, list | tuple):
         if node and all(isinstance(item, str) for item in node):  # a command as a list
-            line = text_redacted(" ".join(node))  # its arguments say more together than apart
+            joined = " ".join(node)
+            line = text_redacted(joined)  # its arguments say more together than apart
+            if line == joined:
+                return list(node)
             if line != " ".join(text_redacted(item) for item in node):
                 parts = line.split(" ")
                 return parts if len(parts) == len(node) else line
@@ -99,7 +189,12 @@ def _redacted(node: object, key: str = "") -> object:
 
 def text_redacted(text: str) -> str:
     """A line of a command or a file's content with the credentials in it hidden."""
-    text = URL_PASSWORD.sub(rf"\1{HIDDEN}@", text)
-    for pattern, replacement in IN_TEXT:
-        text = pattern.sub(replacement, text)
+    lowered = text.lower()
+    if "://" in lowered:
+        text = URL_PASSWORD.sub(rf"\1{HIDDEN}@", text)
+    for words, pattern, replacement in IN_TEXT:
+        for word in words:
+            if word in lowered:  # the word the pattern starts from
+                text = pattern.sub(replacement, text)
+                break
     return text

@@ -14,6 +14,7 @@ MAC_COLON = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
 MAC_HYPHEN = re.compile(r"^[0-9a-fA-F]{2}(-[0-9a-fA-F]{2}){5}$")
 SSH_KEY_START = re.compile(r"(?:^|\s)(?:ssh-[a-z0-9]+|ecdsa-sha2-\S+|sk-\S+)\s+AAAA")
 DNS_LABEL = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+USER_DATA_MAX_BYTES = 256 * 1024
 
 
 def validate_mac(value: str) -> None:
@@ -107,8 +108,20 @@ def parse_ssh_public_key(value: str) -> tuple[str, str]:
     return text, f"SHA256:{digest}"
 
 
+def validate_user_data_size(value: str) -> None:
+    """User data fits the cap the clouds share (EC2 and GCE take 256 KiB at most)."""
+    size = len(value.encode(errors="replace"))
+    if size > USER_DATA_MAX_BYTES:
+        raise ValidationError(
+            "User data is at most %(cap)s KiB, the most clouds accept; this is %(size)s KiB.",
+            code="user_data_size",
+            params={"cap": USER_DATA_MAX_BYTES // 1024, "size": -(-size // 1024)},
+        )
+
+
 def parse_cloud_config(value: str) -> dict:
-    """Custom user data must be `#cloud-config` followed by a YAML mapping."""
+    """Custom user data must be `#cloud-config` followed by a YAML mapping, within the cap."""
+    validate_user_data_size(value)
     if not value.lstrip().startswith("#cloud-config"):
         raise ValidationError(
             "Custom user data must start with the line #cloud-config.",
@@ -124,6 +137,12 @@ def parse_cloud_config(value: str) -> dict:
             "The cloud-config is not valid YAML%(where)s: %(problem)s.",
             code="cloud_config_yaml",
             params={"where": where, "problem": problem},
+        ) from None
+    except RecursionError:
+        raise ValidationError(
+            "The cloud-config nests too deep to read: keep it to a few levels of lists and "
+            "mappings.",
+            code="cloud_config_depth",
         ) from None
     if data is None:
         return {}

@@ -20,7 +20,7 @@ from instances.access import object_for_user, project_role
 from instances.api.auth import request_user
 from instances.api.errors import ERRORS, REFUSALS, ErrorOut
 from instances.api.lookups import project_for
-from instances.api.schemas import Id, Number, Slug, Text
+from instances.api.schemas import Id, In, Number, Slug, Text
 from instances.choices import Role
 from instances.selectors import projects_for_user
 from provisioning.actions import VM_OPS, job_allowed_actions
@@ -34,7 +34,9 @@ from provisioning.validation import provider_errors
 router = Router(tags=["provisioning"])
 
 
-class JobIn(Schema):
+class JobIn(In):
+    """A field it does not know is refused (a misspelt asg_max would make a group of one)."""
+
     project: Slug
     account: Id
     name: Text
@@ -62,7 +64,7 @@ class JobIn(Schema):
     schedule_tz: Text = "UTC"
 
 
-class JobPatchIn(Schema):
+class JobPatchIn(In):
     """One change at a time: a VM op, the load balancer's health check (what is not given
     stays as it is), or a Fixed pool's ZopNight stop schedule."""
 

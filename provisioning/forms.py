@@ -123,15 +123,15 @@ class ProviderStep(WizardStep):
 
 class PoolStep(WizardStep):
     title = "Region and pool"
-    rule = staticmethod(pool_errors)
+    rule = staticmethod(pool_errors)  # the sizes' bounds too: one message a field
     region = forms.CharField(initial="us-east-1", max_length=32)
     pool_mode = forms.ChoiceField(
         choices=PoolMode.choices, widget=forms.RadioSelect, initial="Fixed"
     )
-    instance_count = forms.IntegerField(label="Instances (Fixed)", initial=1, min_value=0)
-    asg_min = forms.IntegerField(label="ASG min", initial=1, min_value=0)
-    asg_max = forms.IntegerField(label="ASG max", initial=1, min_value=0)
-    asg_desired = forms.IntegerField(label="ASG desired", initial=1, min_value=0)
+    instance_count = forms.IntegerField(label="Instances (Fixed)", initial=1)
+    asg_min = forms.IntegerField(label="ASG min", initial=1)
+    asg_max = forms.IntegerField(label="ASG max", initial=1)
+    asg_desired = forms.IntegerField(label="ASG desired", initial=1)
     mode_fields = {
         "instance_count": ("pool_mode", PoolMode.FIXED),
         **{name: ("pool_mode", PoolMode.ASG) for name in ("asg_min", "asg_max", "asg_desired")},

@@ -32,10 +32,12 @@ INSTALL_DOCKER = (
 
 
 def nginx_conf(health_path: str) -> str:
+    """The VMs' NGINX server; the path (checked as a URL path) is written as a quoted string."""
+    quoted = '"' + health_path.replace("\\", "\\\\").replace('"', '\\"') + '"'
     return (
         "server {\n"
         "    listen 80 default_server;\n"
-        f'    location = {health_path} {{ access_log off; return 200 "ok\\n"; }}\n'
+        f'    location = {quoted} {{ access_log off; return 200 "ok\\n"; }}\n'
         "    location / { return 404; }\n"
         "}\n"
     )

@@ -72,6 +72,8 @@ def name_errors(name: str) -> dict[str, str]:
 
 
 def pool_errors(config: InfraConfig) -> dict[str, str]:
+    """At most one message a field, at the field that is wrong: a min above the max is the
+    max's, a desired size outside them the desired size's."""
     errors = {}
     if message := region_error(config.provider, config.region):
         errors["region"] = message
@@ -79,14 +81,26 @@ def pool_errors(config: InfraConfig) -> dict[str, str]:
         if not 1 <= config.instance_count <= MAX_FIXED:
             errors["instance_count"] = f"A fixed pool has 1 to {MAX_FIXED} instances."
     elif config.pool_mode == PoolMode.ASG:
-        if not 0 <= config.asg_min <= config.asg_desired <= config.asg_max:
-            errors["asg_desired"] = "Keep min ≤ desired ≤ max."
-        elif not 1 <= config.asg_max <= MAX_ASG:
-            errors["asg_max"] = f"The group's max is 1 to {MAX_ASG}."
-        elif config.asg_desired < 1:
-            errors["asg_desired"] = "Start at least one instance."
+        errors.update(_asg_errors(config.asg_min, config.asg_max, config.asg_desired))
     else:
         errors["pool_mode"] = "Choose Fixed or ASG."
+    return errors
+
+
+def _asg_errors(low: int, high: int, desired: int) -> dict[str, str]:
+    errors = {}
+    if not 0 <= low <= MAX_ASG:
+        errors["asg_min"] = f"The group's min is 0 to {MAX_ASG}."
+    if not 1 <= high <= MAX_ASG:
+        errors["asg_max"] = f"The group's max is 1 to {MAX_ASG}."
+    elif "asg_min" not in errors and low > high:
+        errors["asg_max"] = f"The group's max must be at least its min ({low})."
+    if errors:
+        return errors
+    if desired < 1:
+        errors["asg_desired"] = "Start at least one instance."
+    elif not low <= desired <= high:
+        errors["asg_desired"] = f"Keep min ≤ desired ≤ max: {low} to {high} here."
     return errors
 
 
@@ -152,29 +166,26 @@ def network_errors(config: InfraConfig) -> dict[str, str]:
     return errors
 
 
-HEALTH_CHECK_PATH = re.compile(r"^/[\x21-\x7e]{0,1023}$")  # what AWS takes: printable ASCII
-# What GCE takes: an RFC 3986 path (and query), no quotes, brackets, braces or backslashes.
-GCP_HEALTH_CHECK_PATH = re.compile(r"^/[A-Za-z0-9\-._~!$&'()*+,;=:@/%?]{0,1023}$")
+# A URL path of unreserved characters, %XX escapes and the sub-delimiters nginx reads as
+# nothing special: no quotes, braces, semicolons, spaces, `#`, `?`, `$` or backslashes.
+HEALTH_CHECK_PATH = re.compile(r"^/(?:[A-Za-z0-9\-._~!*+,=:@/]|%[0-9A-Fa-f]{2})*$")
+HEALTH_CHECK_PATH_MAX = 1024
 
 
-def health_check_path_error(path: str, provider: str = Provider.AWS) -> str:
-    if not HEALTH_CHECK_PATH.match(path):
+def health_check_path_error(path: str) -> str:
+    """The same rule on every cloud: the path is also written into the VMs' NGINX config."""
+    if len(path) > HEALTH_CHECK_PATH_MAX or not HEALTH_CHECK_PATH.match(path):
         return (
-            "The health check path starts with / and has no spaces or non-ASCII characters "
-            "(e.g. /healthz)."
-        )
-    if provider == Provider.GCP and not GCP_HEALTH_CHECK_PATH.match(path):
-        return (
-            "On GCP the health check path is a URL path: letters, digits and - . _ ~ ! $ & ' "
-            "( ) * + , ; = : @ / % ? only (e.g. /healthz)."
+            "The health check path is a URL path: it starts with / and has letters, digits, "
+            "- . _ ~ ! * + , = : @ / and %XX escapes only (e.g. /healthz)."
         )
     return ""
 
 
-def health_check_errors(path: str, port: int, provider: str = Provider.AWS) -> dict[str, str]:
+def health_check_errors(path: str, port: int) -> dict[str, str]:
     """The load balancer's health check, in the wizard and when it is changed later."""
     errors: dict[str, str] = {}
-    if message := health_check_path_error(path, provider):
+    if message := health_check_path_error(path):
         errors["health_check_path"] = message
     if not 1 <= port <= 65535:
         errors["health_check_port"] = "A port is 1 to 65535."
@@ -184,12 +195,13 @@ def health_check_errors(path: str, port: int, provider: str = Provider.AWS) -> d
 def load_balancer_errors(config: InfraConfig) -> dict[str, str]:
     errors: dict[str, str] = {}
     if not config.load_balancer:
+        nginx = config.bootstrap_mode != BootstrapMode.BARE_METAL  # it answers on the path too
+        if nginx and (message := health_check_path_error(config.health_check_path)):
+            errors["health_check_path"] = message
         if config.dns_name:
             errors["dns_name"] = "A DNS name needs the load balancer."
         return errors
-    errors.update(
-        health_check_errors(config.health_check_path, config.health_check_port, config.provider)
-    )
+    errors.update(health_check_errors(config.health_check_path, config.health_check_port))
     if config.dns_name and not DNS_NAME.match(config.dns_name.lower()):
         errors["dns_name"] = "Give a host name such as app.example.com."
     return errors

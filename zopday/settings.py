@@ -47,7 +47,8 @@ RUN_DIR = Path(env("ZOPDAY_RUN_DIR", str(BASE_DIR / "var"))).resolve()
 RUN_DIR.mkdir(parents=True, exist_ok=True)
 
 PRODUCTION = env("ZOPDAY_ENV", "development") == "production"
-DEBUG = envbool("ZOPDAY_DEBUG", default=not PRODUCTION)
+# Debug pages show tracebacks and settings to whoever sends the request: only when asked for.
+DEBUG = envbool("ZOPDAY_DEBUG", default=False)
 
 
 def _development_secret_key() -> str:
@@ -262,6 +263,10 @@ ZOPDAY_NETNS = env("ZOPDAY_NETNS", "zopday")  # the network namespace that holds
 ZOPDAY_IMAGES_DIR = Path(env("ZOPDAY_IMAGES_DIR", str(RUN_DIR / "images"))).resolve()
 # The largest image a user may upload on the Images page or through the API.
 ZOPDAY_IMAGE_UPLOAD_MAX_GB = envint("ZOPDAY_IMAGE_UPLOAD_MAX_GB", 20)
+# The largest virtual size of an uploaded qcow2 image (GiB): a tiny file can claim petabytes.
+ZOPDAY_IMAGE_MAX_VIRTUAL_GB = envint("ZOPDAY_IMAGE_MAX_VIRTUAL_GB", 2048)
+# How much each project's uploaded image files may hold together (GiB).
+ZOPDAY_PROJECT_IMAGE_QUOTA_GB = envint("ZOPDAY_PROJECT_IMAGE_QUOTA_GB", 50)
 # Machine run folders hold unix sockets, whose paths must stay under 108 bytes: keep this short.
 ZOPDAY_MACHINES_DIR = Path(env("ZOPDAY_MACHINES_DIR", str(RUN_DIR / "machines"))).resolve()
 ZOPDAY_EIP_POOL = env("ZOPDAY_EIP_POOL", "198.51.100.0/24")
@@ -323,6 +328,8 @@ LOGGING = {
             "filters": ["refusals"],
         }
     },
+    # A refused request (403, a body too large) is one line, without the traceback it carries.
+    "loggers": {name: {"filters": ["refusals"]} for name in ("django.request", "django.security")},
     "root": {"handlers": ["console"], "level": env("ZOPDAY_LOG_LEVEL", "INFO")},
     # axes tells every successful login at INFO; failures and lockouts are warnings
     "loggers": {"axes": {"level": "WARNING"}},

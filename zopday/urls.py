@@ -13,3 +13,5 @@ urlpatterns = [
     path("", include("provisioning.urls")),
     path("", include("instances.urls")),
 ]
+
+handler400 = "instances.views.errors.bad_request"

@@ -9,11 +9,17 @@
 | PermissionDenied (role too low, CSRF) | 403    |                                          |
 | Http404 (missing or another project's) | 404    |                                          |
 | ActionRefused (state, run strategy)   | 409    |                                          |
+| a body over DATA_UPLOAD_MAX_MEMORY_SIZE | 413  | {"body": [...]}                          |
+| JSON nested deeper than Python reads  | 422    | {"body": [...]}                          |
+| anything else                         | 500    | (a traceback only with ZOPDAY_DEBUG)     |
 """
 
 import json
+import logging
+import traceback
 
-from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied
+from django.conf import settings
+from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI, Schema
@@ -22,6 +28,7 @@ from ninja.errors import ValidationError as SchemaValidationError
 
 from instances.errors import ActionRefused
 
+logger = logging.getLogger(__name__)
 UNAUTHORIZED = "Log in, or send an API token as `Authorization: Bearer zop_...`."
 
 
@@ -84,6 +91,8 @@ def install_error_handlers(api: NinjaAPI) -> None:
 
     @api.exception_handler(HttpError)
     def http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+        if isinstance(exc.__cause__, RecursionError):  # JSON nested past Python's stack
+            return too_deep(request, exc.__cause__)
         if isinstance(exc.__cause__, ValueError):  # ninja's "Cannot parse request body"
             message = (
                 f"The body is not valid JSON: {exc.__cause__}"
@@ -110,3 +119,27 @@ def install_error_handlers(api: NinjaAPI) -> None:
     @api.exception_handler(Http404)
     def not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
         return respond(api, request, 404, str(exc) or "Not found.")
+
+    @api.exception_handler(RequestDataTooBig)
+    def too_large(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
+        cap = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        message = (
+            f"The body is larger than the {cap / 1_000_000:g} MB the API accepts: send less "
+            "(user data is at most 256 KiB; images go as multipart uploads)."
+        )
+        return respond(api, request, 413, message, {"body": [message]})
+
+    @api.exception_handler(RecursionError)
+    def too_deep(request: HttpRequest, exc: RecursionError) -> HttpResponse:
+        message = "The body nests too deep to read: a few levels of objects and lists are enough."
+        return respond(api, request, 422, message, {"body": [message]})
+
+    @api.exception_handler(Exception)
+    def server_error(request: HttpRequest, exc: Exception) -> HttpResponse:
+        """A fault of the console: logged with its traceback, which the client is shown only
+        when debugging was turned on (ZOPDAY_DEBUG)."""
+        logger.error("API error on %s %s", request.method, request.path, exc_info=exc)
+        detail = "The console failed to answer this request; the fault is logged on the server."
+        if settings.DEBUG:
+            detail += "\n" + "".join(traceback.format_exception(exc))
+        return respond(api, request, 500, detail)

@@ -13,7 +13,7 @@ from instances.choices import (
     UserDataMode,
 )
 from instances.models.naming import NamedInProject
-from instances.validators import parse_cloud_config, validate_dns_label
+from instances.validators import parse_cloud_config, validate_dns_label, validate_user_data_size
 
 
 def _one_of(values: tuple[int, ...]) -> str:
@@ -142,9 +142,11 @@ class Instance(NamedInProject, models.Model):
             errors["secure_boot"] = "Secure Boot requires the UEFI bootloader."
         if self.persistent_efi and self.bootloader != Bootloader.UEFI:
             errors["persistent_efi"] = "Persistent EFI requires the UEFI bootloader."
-        if self.user_data_mode == UserDataMode.CUSTOM:
+        if self.custom_user_data or self.user_data_mode == UserDataMode.CUSTOM:
             try:
-                parse_cloud_config(self.custom_user_data)
+                validate_user_data_size(self.custom_user_data)  # kept even when not used
+                if self.user_data_mode == UserDataMode.CUSTOM:
+                    parse_cloud_config(self.custom_user_data)
             except ValidationError as error:
                 errors["custom_user_data"] = error.messages[0]
         if errors:

@@ -3,8 +3,10 @@ the images directory, checked before it is kept; and their removal.
 
 A qcow2 image must be standalone (no backing file, no external data file: either would let an
 instance read a file of the host) and pass qemu-img's consistency check; its virtual size is the
-smallest root disk made from it. An ISO must be an ISO 9660 image (pycdlib reads its volume
-descriptors). A file that fails is removed at once: nothing half-registered is left.
+smallest root disk made from it, and at most ZOPDAY_IMAGE_MAX_VIRTUAL_GB. An ISO must be an ISO
+9660 image (pycdlib reads its volume descriptors). A project's uploaded files together stay within
+ZOPDAY_PROJECT_IMAGE_QUOTA_GB. A file that fails is removed at once: nothing half-registered is
+left.
 """
 
 import math
@@ -62,6 +64,8 @@ def image_upload(
             Project.objects.select_for_update().filter(pk=project.pk).first()
             if _name_taken(project, name):
                 raise ValidationError({"name": _taken_message(name)})
+            if message := _over_quota(project, received.stat().st_size):  # another upload won
+                raise ValidationError({"file": message})
             image = Image.objects.create(
                 project=project, name=name, kind=kind, os_type=os_type, min_disk_gb=min_disk_gb,
                 description=description.strip(),
@@ -137,8 +141,40 @@ def _check_fields(
         errors["file"] = "The file is empty."
     elif upload.size > limit * GIB:
         errors["file"] = f"The file is larger than {limit} GB, the largest image taken here."
+    elif message := _over_quota(project, upload.size):
+        errors["file"] = message
     if errors:
         raise ValidationError(errors)
+
+
+def image_storage_used(project: Project) -> int:
+    """Bytes the project's uploaded image files hold."""
+    used = 0
+    for path in Image.objects.filter(project=project).values_list("path", flat=True):
+        if path.startswith(f"{UPLOADS}/"):
+            file = settings.ZOPDAY_IMAGES_DIR / path
+            used += file.stat().st_size if file.exists() else 0
+    return used
+
+
+def _over_quota(project: Project, size: int) -> str:
+    quota = settings.ZOPDAY_PROJECT_IMAGE_QUOTA_GB * GIB
+    used = image_storage_used(project)
+    if used + size <= quota:
+        return ""
+    return (
+        f"This file ({_size(size)}) would take the project's images past their quota of "
+        f"{_size(quota)}: {_size(used)} are in use. Remove an image the project no longer needs."
+    )
+
+
+def _size(size: int) -> str:
+    """A size in the largest binary unit it fills (192.5 KiB, 1.0 PiB)."""
+    units = ((1024**5, "PiB"), (1024**4, "TiB"), (GIB, "GiB"), (1024**2, "MiB"), (1024, "KiB"))
+    for unit, name in units:
+        if size >= unit:
+            return f"{size / unit:.1f} {name}"
+    return f"{size} B"
 
 
 def _check_file(path: Path, kind: str) -> int:
@@ -167,6 +203,11 @@ def _check_file(path: Path, kind: str) -> int:
             {"file": "This qcow2 image depends on another file (a backing file or an external "
                      "data file): upload a standalone one (qemu-img convert -O qcow2 makes it)."}
         )  # fmt: skip
+    virtual, cap = int(info["virtual-size"]), settings.ZOPDAY_IMAGE_MAX_VIRTUAL_GB
+    if virtual > cap * GIB:
+        raise ValidationError(
+            {"file": f"Its virtual size is {_size(virtual)}; an image here is at most {cap} GiB."}
+        )
     if problem := qemu_img.check(path):
         raise ValidationError({"file": problem})
     return max(1, math.ceil(int(info["virtual-size"]) / GIB))

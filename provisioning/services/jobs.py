@@ -167,7 +167,7 @@ def job_health_check_set(
         config = InfraConfig.from_json(job.config)
         path = config.health_check_path if path is None else path
         port = config.health_check_port if port is None else port
-        if errors := health_check_errors(path, port, job.provider):
+        if errors := health_check_errors(path, port):
             raise ValidationError(errors)
         config.service_port = config.traffic_port  # the service stays where it is
         config.health_check_path, config.health_check_port = path, port

@@ -222,3 +222,43 @@ def test_the_page_removes_a_project_image(client_for, project, tmp_path, images_
     assert client_for("viewer").post(delete).status_code == 403
     page = client_for("operator").post(delete, follow=True).text
     assert "Image mine removed." in page and left_in(images_dir) == []
+
+
+def test_a_qcow2_of_a_petabyte_virtual_size_is_refused_at_the_file(
+    client_for, project, images_dir, tmp_path
+):
+    huge = qcow2(tmp_path, "huge.qcow2", size="1P")  # a few hundred KiB on disk
+    data = {"name": "huge", "kind": "qcow2", "os_type": "linux", "file": upload(huge)}
+    page = html.unescape(
+        client_for("operator").post(reverse("image-list", args=[project.slug]), data).text
+    )
+    assert (
+        '<p class="error" id="file-error">Its virtual size is 1.0 PiB; an image here is at most '
+        "2048 GiB." in page
+    )
+    assert not Image.objects.exists() and left_in(images_dir) == []
+
+
+def test_an_upload_past_the_projects_image_quota_is_refused_saying_the_quota_and_the_use(
+    api_for, project, images_dir, tmp_path, settings
+):
+    api = api_for("operator")
+    first = qcow2(tmp_path, "first.qcow2", size="1G")
+    with first.open("rb") as file:
+        assert api.upload("/projects/alpha/images", {"file": file, "name": "first",
+                                                     "kind": "qcow2"}).status_code == 201  # fmt: skip
+    used = Image.objects.get(name="first").file.stat().st_size
+    settings.ZOPDAY_PROJECT_IMAGE_QUOTA_GB = 0  # nothing more fits
+    second = qcow2(tmp_path, "second.qcow2", size="1G")
+    with second.open("rb") as file:
+        response = api.upload("/projects/alpha/images", {"file": file, "name": "second",
+                                                         "kind": "qcow2"})  # fmt: skip
+    assert response.status_code == 422
+    assert response.json()["errors"] == {
+        "file": [
+            f"This file ({second.stat().st_size / 1024:.1f} KiB) would take the project's images "
+            f"past their quota of 0 B: {used / 1024:.1f} KiB are in use. Remove an image the "
+            "project no longer needs."
+        ]
+    }
+    assert left_in(images_dir) == [f"{Image.objects.get(name='first').pk}.qcow2"]

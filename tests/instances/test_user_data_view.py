@@ -1,7 +1,10 @@
 """Storage > UserData: admins read it as written; everyone else reads it with its credentials
 hidden, whether the product generated it or the user wrote it."""
 
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -9,6 +12,7 @@ from django.urls import reverse
 
 from instances.redaction import HIDDEN, text_redacted, user_data_redacted
 from instances.services.instances import instance_create
+from instances.validators import USER_DATA_MAX_BYTES
 from tests.factories import instance_request
 
 pytestmark = pytest.mark.django_db
@@ -204,3 +208,108 @@ def test_the_user_data_is_a_view_of_the_storage_tab(client_for, project, operato
     current = re.findall(r'aria-current="page">(\w+)</a>', page)
     assert current[-2:] == ["Storage", "UserData"]  # after the site's own navigation
     assert "Passwords, tokens and private keys are hidden" in page
+
+
+@pytest.mark.parametrize(
+    ("line", "shown"),
+    [
+        ("curl -u ann:S3 https://x", f"curl -u ann:{HIDDEN} https://x"),
+        ("curl -fsS --user 'ann:S3' https://x", f"curl -fsS --user 'ann:{HIDDEN}' https://x"),
+        ("curl -u ann https://x", "curl -u ann https://x"),  # curl asks for it
+        ("echo S3 | sudo -S apt-get update", f"echo {HIDDEN} | sudo -S apt-get update"),
+        ("echo 'S3' | sudo -kS true", f"echo {HIDDEN} | sudo -kS true"),
+        ("curl -H 'Authorization: token S3' x", f"curl -H 'Authorization: token {HIDDEN}' x"),
+        ("redis-cli -h db -a S3 ping", f"redis-cli -h db -a {HIDDEN} ping"),
+        ("echo 'db:5432:*:ann:S3' > ~/.pgpass", f"echo {HIDDEN} > ~/.pgpass"),
+        ("echo ok | sudo tee /x", "echo ok | sudo tee /x"),
+    ],
+)
+def test_the_credentials_a_probe_found_shown_are_hidden(line, shown):
+    assert text_redacted(line) == shown
+
+
+def test_credentials_keys_and_a_written_pgpass_are_hidden():
+    shown = yaml.safe_load(
+        user_data_redacted(
+            "#cloud-config\n"
+            "aws:\n  credentials: {access_key_id: AKIA1, region: eu-west-3}\n"
+            "write_files:\n"
+            "  - path: /home/app/.pgpass\n    permissions: '0600'\n"
+            "    content: |\n      db.internal:5432:app:app:S2\n"
+            "  - path: /root/.netrc\n    content: machine x login ann password S3\n"
+        )
+    )
+    assert not re.search(r"AKIA1|S[23]", str(shown))
+    assert shown["aws"] == {"credentials": HIDDEN}
+    assert shown["write_files"][0] == {
+        "path": "/home/app/.pgpass", "permissions": "0600", "content": HIDDEN,
+    }  # fmt: skip
+
+
+def _repeats(tree):
+    """(op, args, inside a repeat, the node before it) for each repeat of a parsed pattern."""
+    from re import _constants as c  # type: ignore[attr-defined]
+
+    found = []
+
+    def walk(items, inside):
+        for op, av in items:
+            if op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT):
+                found.append((op, av[1], inside, list(av[2])))
+                walk(av[2], True)
+            elif op is c.SUBPATTERN:
+                walk(av[3], inside)
+            elif op is c.BRANCH:
+                for branch in av[1]:
+                    walk(branch, inside)
+            elif op in (c.ASSERT, c.ASSERT_NOT):
+                walk(av[1], inside)
+            elif op is c.ATOMIC_GROUP:
+                walk(av, inside)
+
+    walk(tree, False)
+    return found
+
+
+def test_no_redaction_pattern_can_backtrack_over_what_it_read():
+    # Backtracking engines are slow only where a repeat gives back what it read: greedy
+    # repeats. Here every unbounded repeat is possessive (never gives back) or lazy (reads one
+    # more character at a time), and a repeat inside another is one character long, read
+    # after a look-ahead that stops it at the next place a match could start.
+    from re import _constants as c  # type: ignore[attr-defined]
+    from re import _parser  # type: ignore[attr-defined]
+
+    from instances.redaction import IN_TEXT, URL_PASSWORD
+
+    for pattern in [URL_PASSWORD, *(rule[1] for rule in IN_TEXT)]:
+        for op, most, inside, item in _repeats(_parser.parse(pattern.pattern, pattern.flags)):
+            greedy_unbounded = op is c.MAX_REPEAT and most == c.MAXREPEAT
+            assert not greedy_unbounded, pattern.pattern
+            if inside and op is not c.POSSESSIVE_REPEAT:
+                assert most <= 40 or (
+                    len(item) == 1 and item[0][0] in (c.IN, c.NOT_LITERAL, c.LITERAL)
+                ), pattern.pattern
+
+
+WORST_CASES = {  # 256 KiB each: near-matches, long lines, no newlines
+    name: (unit * (USER_DATA_MAX_BYTES // len(unit)))
+    for name, unit in {
+        "dashes": "-", "words": "a-", "keywords": "password", "keys": "token=", "flags": "--passw ",
+        "quotes": 'secret="', "mysql": "mysql ", "curl": "curl -u ", "redis": "redis-cli -a ",
+        "pem": "-----BEGIN RSA PRIVATE KEY-----", "echo": "echo | sudo ", "urls": "a://b:",
+        "htpasswd": "htpasswd -b ", "schemes": "a+", "files": "echo >.pgpas",
+    }.items()
+}  # fmt: skip
+
+
+def test_worst_case_texts_at_the_cap_are_redacted_in_one_pass():
+    # Not a timing test: the quadratic patterns this replaces took minutes on 32 KiB of dashes;
+    # a linear pass over all of these takes well under a second.
+    script = (
+        "import sys, django; sys.path.insert(0, '.'); django.setup();"
+        "from instances.redaction import text_redacted;"
+        "from tests.instances.test_user_data_view import WORST_CASES;"
+        "[text_redacted(text) for text in WORST_CASES.values()]"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "zopday.settings"}
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60, env=env)

@@ -1,10 +1,14 @@
+import re
+
 import pytest
 from django.test import Client
 
 from provisioning.choices import JobStatus
+from provisioning.models import ProvisioningJob
 from provisioning.pipeline import job_run_inline
 from tests.instances.api.helpers import Api
 from tests.provisioning.moto import raw_client
+from tests.provisioning.wizard import WIZARD, url, walk
 
 pytestmark = pytest.mark.django_db
 
@@ -38,7 +42,7 @@ def test_invalid_choices_are_422_with_field_errors(api_for, account):
     )  # fmt: skip
     assert response.status_code == 422
     errors = response.json()["errors"]
-    assert set(errors) >= {"name", "asg_desired", "instance_type", "health_check_path"}
+    assert set(errors) >= {"name", "asg_max", "instance_type", "health_check_path"}
 
 
 def test_a_name_taken_by_a_job_or_by_the_instances_its_vms_would_be_is_refused(
@@ -161,3 +165,73 @@ def test_retry_and_cancel_follow_the_rules(api_for, make_job, owner):
     response = api_for("operator").post(f"/provisioning-jobs/{job.pk}/cancel")
     assert response.status_code == 202 and response.json()["status"] == "cancelled"
     assert {s["status"] for s in response.json()["steps"]} == {"cancelled"}
+
+
+@pytest.mark.parametrize("misspelt", [{"count": 3}, {"pool_mode": "ASG", "min": 2, "max": 5}])
+def test_it_refuses_a_field_it_does_not_know_and_makes_nothing(api_for, account, misspelt):
+    response = api_for("operator").post("/provisioning-jobs", body(account, **misspelt))
+    assert response.status_code == 422, response.content
+    unknown = set(misspelt) - {"pool_mode"}
+    assert set(response.json()["errors"]) == unknown
+    assert "This field is unknown here" in response.json()["errors"][next(iter(unknown))][0]
+    assert not ProvisioningJob.objects.exists()
+
+
+def test_a_change_with_a_field_it_does_not_know_is_refused(api_for, make_job):
+    job = make_job()
+    response = api_for("operator").patch(f"/provisioning-jobs/{job.pk}", {"health_path": "/up"})
+    assert response.status_code == 422 and set(response.json()["errors"]) == {"health_path"}
+
+
+def test_an_asg_min_above_its_max_is_told_at_the_max(api_for, account):
+    response = api_for("operator").post(
+        "/provisioning-jobs", body(account, pool_mode="ASG", asg_min=3, asg_max=2, asg_desired=2)
+    )
+    assert response.status_code == 422
+    assert response.json()["errors"] == {
+        "asg_max": ["The group's max must be at least its min (3)."]
+    }
+
+
+@pytest.mark.parametrize(
+    ("sizes", "field", "message"),
+    [
+        ({"instance_count": -1}, "instance_count", "A fixed pool has 1 to 20 instances."),
+        ({"pool_mode": "ASG", "asg_min": -1}, "asg_min", "The group's min is 0 to 50."),
+        ({"pool_mode": "ASG", "asg_desired": -2}, "asg_desired", "Start at least one instance."),
+    ],
+)
+def test_a_negative_size_gets_one_message(api_for, client_for, account, sizes, field, message):
+    response = api_for("operator").post("/provisioning-jobs", body(account, **sizes))
+    assert response.json()["errors"] == {field: [message]}
+    client = client_for("operator")
+    walk(client, account, until="pool")
+    pool = {**dict(WIZARD)["pool"], **{name: str(value) for name, value in sizes.items()}}
+    page = client.post(url("pool"), {**pool, "action": "next"}).content.decode()
+    assert re.findall(r'<p class="error"[^>]*>(.*?)</p>', page) == [message.replace("'", "&#x27;")]
+
+
+INJECTION = "/h{}location~.{alias/etc/;}#"
+
+
+@pytest.mark.parametrize(
+    "path", [INJECTION, "/up;", "/a b", "/x'y", '/x"y', "/a$b", "/a?b", "/%zz", "/a\\b"]
+)
+@pytest.mark.parametrize("load_balancer", [True, False])
+def test_a_health_check_path_that_is_not_a_url_path_is_refused_at_its_field(
+    api_for, account, path, load_balancer
+):
+    response = api_for("operator").post(
+        "/provisioning-jobs", body(account, load_balancer=load_balancer, health_check_path=path)
+    )
+    assert response.status_code == 422, response.content
+    assert set(response.json()["errors"]) == {"health_check_path"}
+    assert not ProvisioningJob.objects.exists()
+
+
+def test_the_wizard_refuses_the_nginx_injection_at_the_path(client_for, account):
+    client = client_for("operator")
+    walk(client, account, until="load-balancer")
+    step = {**dict(WIZARD)["load-balancer"], "health_check_path": INJECTION, "action": "next"}
+    page = client.post(url("load-balancer"), step).content.decode()
+    assert 'id="health_check_path-error">The health check path is a URL path' in page

@@ -211,7 +211,7 @@ def test_gcp_health_check_paths_are_url_paths(gcp, make_gcp_job, owner):
     with pytest.raises(ValidationError) as raised:
         make_gcp_job(load_balancer=True, health_check_path='/up"{x}')
     assert raised.value.message_dict["health_check_path"][0].startswith(
-        "On GCP the health check path is a URL path"
+        "The health check path is a URL path"
     )
 
 

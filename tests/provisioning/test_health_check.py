@@ -90,12 +90,14 @@ def test_a_bad_health_check_is_refused_at_its_fields_and_changes_nothing(aws, ap
     assert response.status_code == 422
     assert response.json()["errors"] == {
         "health_check_path": [
-            "The health check path starts with / and has no spaces or non-ASCII characters "
-            "(e.g. /healthz)."
+            "The health check path is a URL path: it starts with / and has letters, digits, "
+            "- . _ ~ ! * + , = : @ / and %XX escapes only (e.g. /healthz)."
         ],
         "health_check_port": ["A port is 1 to 65535."],
     }
     assert api.patch(url, {"health_check_path": "/santé"}).status_code == 422
+    injection = api.patch(url, {"health_check_path": "/h{}location~.{alias/etc/;}#"})
+    assert injection.status_code == 422 and set(injection.json()["errors"]) == {"health_check_path"}
     both = api.patch(url, {"vmOp": "detach_lb", "health_check_port": 8080})
     assert both.status_code == 422 and set(both.json()["errors"]) == {"vmOp", "health_check_port"}
     nothing = api.patch(url, {})
@@ -143,7 +145,7 @@ def test_the_job_page_changes_the_health_check_with_mistakes_at_their_fields(
 
     wrong = client.post(action, {"health_check_path": "healthz", "health_check_port": "0"})
     assert wrong.status_code == 200
-    assert 'id="health_check_path-error">The health check path starts with /' in wrong.text
+    assert 'id="health_check_path-error">The health check path is a URL path' in wrong.text
     assert 'id="health_check_port-error">Ensure this value is greater than or equal to 1.' in (
         wrong.text
     )

@@ -2,9 +2,10 @@ import shutil
 import subprocess
 
 import pytest
+import yaml
 
 from provisioning.infra import InfraConfig, VmRecord
-from provisioning.userdata import user_data
+from provisioning.userdata import nginx_conf, user_data
 
 CLOUD_INIT = shutil.which("cloud-init")
 
@@ -30,7 +31,8 @@ def test_the_default_bootstrap_installs_docker_the_network_nginx_and_the_sentine
     order = [text.index(s) for s in ("docker", "docker network create --driver bridge nginx-on-zop-net",
                                       "--network nginx-on-zop-net", "/var/lib/zopday/bootstrap-complete")]  # fmt: skip
     assert order == sorted(order)
-    assert "location = /up" in text and "-p 8080:80" in text
+    [conf] = yaml.safe_load(text)["write_files"]
+    assert 'location = "/up" {' in conf["content"] and "-p 8080:80" in text
     assert "ssh_authorized_keys" not in text and "ssh_pwauth: false" in text
 
 
@@ -46,3 +48,9 @@ def test_infra_config_survives_json_and_ignores_unknown_keys():
     data["field_from_the_future"] = 1
     assert InfraConfig.from_json(data) == config
     assert InfraConfig.from_json({}) == InfraConfig()
+
+
+def test_the_health_check_path_is_written_into_the_nginx_config_as_a_quoted_string():
+    conf = nginx_conf("/status/v1:ok@edge~%2F")
+    assert 'location = "/status/v1:ok@edge~%2F" { access_log off;' in conf
+    assert conf.count("{") == conf.count("}") == 3
