@@ -328,11 +328,13 @@ LOGGING = {
             "filters": ["refusals"],
         }
     },
-    # A refused request (403, a body too large) is one line, without the traceback it carries.
-    "loggers": {name: {"filters": ["refusals"]} for name in ("django.request", "django.security")},
+    "loggers": {
+        # A refused request (403, a body too large) is one line, without the traceback it carries.
+        **{name: {"filters": ["refusals"]} for name in ("django.request", "django.security")},
+        # axes tells every successful login at INFO; failures and lockouts are warnings
+        "axes": {"level": "WARNING"},
+    },
     "root": {"handlers": ["console"], "level": env("ZOPDAY_LOG_LEVEL", "INFO")},
-    # axes tells every successful login at INFO; failures and lockouts are warnings
-    "loggers": {"axes": {"level": "WARNING"}},
 }
 
 
