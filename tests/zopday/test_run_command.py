@@ -4,6 +4,7 @@ serving, the run folder stays private, and Ctrl-C stops the console but leaves i
 import http.cookiejar
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -126,3 +127,25 @@ def test_a_killed_process_is_restarted_and_ctrl_c_leaves_the_guests_running(tmp_
     assert still_running == list(guests)
     assert wait_all_gone(children) == [], "left behind"
     assert not (run_dir / "redis.sock").exists()
+
+
+def test_a_failing_step_says_what_failed_and_what_to_do(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
+    env |= {
+        "ZOPDAY_RUN_DIR": str(blocker / "run"),
+        "ZOPDAY_IMAGES_DIR": str(ROOT / "var" / "images"),
+    }
+    result = subprocess.run(
+        [str(ROOT / "bin" / "zop"), "run"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    said = re.sub(r"\x1b\[[0-9;]*m", "", result.stderr)  # without the bold and red
+    assert result.returncode != 0
+    assert f"zop: creating the run folder {blocker / 'run'} failed" in said
+    assert "zop: point ZOPDAY_RUN_DIR at a folder you may write" in said
