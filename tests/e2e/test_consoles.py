@@ -210,3 +210,42 @@ def test_exec_console_and_the_vnc_screen_where_ctrl_alt_del_reboots_the_guest(
     assert log.read_bytes().count(b"zopday-demo: ready") >= 2 or True  # still booting is fine
     assert page.csp_violations == []
     page.context.close()
+
+
+def test_open_consoles_say_they_are_reconnecting_while_the_proxy_is_away_and_come_back(
+    browser, live_server, celery_worker_process, demo_vm, operator, settings, tmp_path
+):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    settings.CONSOLEPROXY_PORT = port
+    proxy = start_console_proxy(port, [live_server.url], tmp_path / "consoleproxy-1.log")
+    try:
+        power.instance_start(instance=demo_vm, actor=operator)
+        log = backend_named("qemu").serial_log(demo_vm.machine_id)
+        deadline = time.monotonic() + BOOT_TIMEOUT / 1000
+        while not (log.exists() and b"zopday-demo: ready" in log.read_bytes()):
+            assert time.monotonic() < deadline, "the guest did not boot"
+            time.sleep(0.25)
+        Instance.objects.filter(pk=demo_vm.pk).update(power_state="running")
+
+        serial = logged_in_page(browser, live_server, "operator")
+        serial.goto(f"/projects/alpha/instances/{demo_vm.pk}/console/serial/")
+        vnc = logged_in_page(browser, live_server, "operator")
+        vnc.goto(f"/projects/alpha/instances/{demo_vm.pk}/console/vnc/")
+        for page in (serial, vnc):
+            expect(page.get_by_test_id("console-status")).to_have_text("Connected")
+
+        proxy.kill()  # as a crash would; supervisor then starts a new one
+        proxy.wait()
+        for page in (serial, vnc):
+            expect(page.get_by_test_id("console-status")).to_contain_text("Reconnecting")
+        proxy = start_console_proxy(port, [live_server.url], tmp_path / "consoleproxy-2.log")
+        for page in (serial, vnc):
+            expect(page.get_by_test_id("console-status")).to_have_text("Connected", timeout=30_000)
+        type_line(serial, "echo back-$((5*5))")
+        wait_for_text(serial, r"(?m)^back-25\s*$")
+        serial.context.close()
+        vnc.context.close()
+    finally:
+        stop(proxy)
