@@ -14,8 +14,7 @@
   const takeButton = document.getElementById("take-over");
 
   const term = new Terminal({
-    convertEol: lineMode, cursorBlink: true, scrollback: 10000,
-    fontFamily: "ui-monospace, SFMono-Regular, Menlo, monospace", fontSize: 14,
+    ...window.zopTerminalOptions, convertEol: lineMode, cursorBlink: true, scrollback: 10000,
   });
   const fit = new FitAddon.FitAddon();
   term.loadAddon(fit);
