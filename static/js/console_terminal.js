@@ -156,7 +156,7 @@
       mine = false;
       takeButton.hidden = true;
       const delay = retry.schedule();
-      const why = event.reason || `connection lost (${event.code})`;
+      const why = event.reason || `connection lost (${event.code}).`;
       tickets.status(statusBadge, `Disconnected: ${why} Reconnecting in ${Math.round(delay / 1000)} s.`, "failure");
     };
   }

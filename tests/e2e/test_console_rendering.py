@@ -114,3 +114,19 @@ def test_the_serial_console_draws_underscores_at_a_device_pixel_ratio_of_one(
             f"no underscore in cell {column}: {cells[column]}"
         )
         assert cells[column].index(max(cells[column])) > cell_height / 2, cells[column]
+
+
+def test_the_terminal_stays_inside_its_black_box(page, login, project, running):
+    page.set_viewport_size({"width": 1280, "height": 900})
+    login("operator")
+    page.goto(f"/projects/{project.slug}/instances/{running.pk}/console/serial/")
+    page.wait_for_function("window.zopConsole && window.zopConsole.term.rows > 0")
+    outside = page.evaluate(
+        """() => {
+            const box = document.getElementById("terminal");
+            const padding = parseFloat(getComputedStyle(box).paddingBottom);
+            const inner = box.getBoundingClientRect().bottom - padding;
+            return box.querySelector(".xterm").getBoundingClientRect().bottom - inner;
+        }"""
+    )
+    assert outside <= 0, f"the terminal sticks out {outside}px below its box"
