@@ -385,7 +385,7 @@ def _ssh(instance: Instance, nics: list[NetworkInterface]) -> dict[str, str] | N
     else:
         user = DEFAULT_USER
         how = (
-            f"with the one-time password of {DEFAULT_USER}, which project admins read under "
+            f"with the initial password of {DEFAULT_USER}, which project admins read under "
             "Storage > UserData"
         )
     command = f"ssh {user}@{address}"
