@@ -9,6 +9,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
+from django.template.defaultfilters import pluralize
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -27,6 +28,7 @@ from provisioning import actions
 from provisioning.choices import (
     JOB_TRANSITIONAL,
     STATUS_COLOURS,
+    BootstrapMode,
     NetworkMode,
     PoolMode,
     Provider,
@@ -152,6 +154,10 @@ def draft_config(values: dict[str, Any]) -> InfraConfig:
     return InfraConfig(**{k: v for k, v in values.items() if k in known})
 
 
+def instances_in_words(count: int) -> str:
+    return f"{count} instance{pluralize(count)}"
+
+
 def _plan(config: InfraConfig) -> list[str]:
     """Every resource the job will create, in words."""
     if config.provider == Provider.GCP:
@@ -175,7 +181,7 @@ def _plan(config: InfraConfig) -> list[str]:
         "no public IP, cloud-init user data",
     ]
     if config.pool_mode == PoolMode.FIXED:
-        plan.append(f"{config.instance_count} instance(s)")
+        plan.append(instances_in_words(config.instance_count))
     else:
         plan.append(
             f"auto scaling group (min {config.asg_min}, max {config.asg_max}, "
@@ -212,7 +218,8 @@ def _gcp_plan(config: InfraConfig) -> list[str]:
         "Shielded VM, no SSH keys, no public IP, cloud-init user data",
     ]
     if config.pool_mode == PoolMode.FIXED:
-        plan.append(f"{config.instance_count} instance(s), spread over the region's zones")
+        where = ", spread over the region's zones" if config.instance_count > 1 else ""
+        plan.append(instances_in_words(config.instance_count) + where)
     else:
         scaler = (
             f", autoscaler min {config.asg_min}, max {config.asg_max}"
@@ -292,6 +299,7 @@ def _review(request: AuthedRequest, project: Project, draft: dict[str, Any]) -> 
         "review",
         {"config": config, "account": account, "name": draft["values"]["name"],
          "plan": _plan(config), "steps": steps_for("provision", config), "cost": cost,
+         "bootstrap": dict(BootstrapMode.choices).get(config.bootstrap_mode, config.bootstrap_mode),
          "schedule_errors": schedule_problems,
          "prices": prices_for(config.provider),
          "errors": errors, "lb_steps": LB_STEPS},

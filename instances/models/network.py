@@ -210,6 +210,7 @@ class IPLease(models.Model):
 
     class Meta:
         ordering = ["subnet", "address"]
+        verbose_name = "IP lease"
         constraints = [
             models.UniqueConstraint(fields=["subnet", "address"], name="one_lease_per_address")
         ]

@@ -40,7 +40,7 @@ def console_links(instance: Instance, allowed: dict[str, actions.Allowed]) -> li
     return [
         {
             "kind": kind.name,
-            "label": "Console" if kind.name == "vnc" else kind.label,
+            "label": f"{kind.label} console",
             "title": kind.description,
             "url": reverse(
                 "instance-console", args=[instance.project.slug, instance.pk, kind.name]

@@ -386,8 +386,8 @@ def _ssh(instance: Instance, nics: list[NetworkInterface]) -> dict[str, str] | N
     else:
         user = DEFAULT_USER
         how = (
-            f"with the one-time password of {DEFAULT_USER}, which project admins read on the "
-            "User data tab"
+            f"with the initial password of {DEFAULT_USER}, which project admins read under "
+            "Storage > UserData"
         )
     command = f"ssh {user}@{address}"
     host = f"sudo ip netns exec {settings.ZOPDAY_NETNS} {command}" if mode == "bridge" else ""

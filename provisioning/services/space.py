@@ -1,6 +1,7 @@
 """stepRegisterSpace's record in the console: the job's VMs as instances of the project."""
 
 from django.db import transaction
+from django.template.defaultfilters import pluralize
 from django.utils import timezone
 
 from instances.choices import PowerState
@@ -120,7 +121,8 @@ def space_register(*, job: ProvisioningJob, config: InfraConfig, vms: list[dict[
             "load_balancer": config.resources.get("load_balancer_dns", ""),
             "dns_name": config.dns_name if config.load_balancer else "",
         }
-    return f"Registered {len(config.vms)} instance(s) in project {job.project.slug}."
+    count = len(config.vms)
+    return f"Registered {count} instance{pluralize(count)} in project {job.project.slug}."
 
 
 def _adoptable(instance: Instance, provider: str, job: ProvisioningJob | None = None) -> bool:

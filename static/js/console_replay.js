@@ -4,7 +4,7 @@
   const root = document.getElementById("replay");
   if (!root) return;
   const status = document.getElementById("replay-status");
-  const term = new Terminal({ convertEol: false, scrollback: 10000, fontSize: 14 });
+  const term = new Terminal({ ...window.zopTerminalOptions, convertEol: false, scrollback: 10000 });
   term.open(document.getElementById("terminal"));
   let events = [];
   let run = 0;

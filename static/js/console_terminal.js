@@ -14,8 +14,7 @@
   const takeButton = document.getElementById("take-over");
 
   const term = new Terminal({
-    convertEol: lineMode, cursorBlink: true, scrollback: 10000,
-    fontFamily: "ui-monospace, SFMono-Regular, Menlo, monospace", fontSize: 14,
+    ...window.zopTerminalOptions, convertEol: lineMode, cursorBlink: true, scrollback: 10000,
   });
   const fit = new FitAddon.FitAddon();
   term.loadAddon(fit);
@@ -157,7 +156,7 @@
       mine = false;
       takeButton.hidden = true;
       const delay = retry.schedule();
-      const why = event.reason || `connection lost (${event.code})`;
+      const why = event.reason || `connection lost (${event.code}).`;
       tickets.status(statusBadge, `Disconnected: ${why} Reconnecting in ${Math.round(delay / 1000)} s.`, "failure");
     };
   }

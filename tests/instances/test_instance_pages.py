@@ -714,7 +714,10 @@ def test_the_overview_shows_how_to_ssh_to_the_instance(
     through_netns = f"sudo ip netns exec {settings.ZOPDAY_NETNS} ssh spx@{address}"
     assert (through_netns in page) == (mode == "bridge")
     assert ("QEMU user networking (no root)" in page) == (mode == "user")
-    assert "with the one-time password of spx, which project admins read" in page
+    assert (
+        "with the initial password of spx, which project admins read under Storage &gt; UserData"
+        in page
+    )
 
 
 def test_the_overview_says_who_logs_in_over_ssh_and_with_what(

@@ -275,7 +275,7 @@ def test_the_wizard_offers_gcps_regions_and_machine_types_and_lands_a_gcp_job(
     review = client.get(url("review")).content.decode()
     assert "Cloud Router with Cloud NAT (egress only)" in review
     assert "port 22 from IAP&#x27;s proxies" in review
-    assert "2 instance(s), spread over the region&#x27;s zones" in review
+    assert "2 instances, spread over the region&#x27;s zones" in review
     assert "Storage (pd-balanced, 20 GB each)" in review
     assert "Cloud NAT (per VM hour + data processing)" in review
     assert "gp3" not in review and "NAT gateway" not in review
@@ -421,3 +421,38 @@ def test_fields_of_the_pool_mode_not_chosen_may_be_left_empty(client_for, accoun
     config = ProvisioningJob.objects.get().config
     assert (config["instance_count"], config["load_balancer"]) == (2, False)
     assert config["health_check_port"] == 80
+
+
+def review_without_a_load_balancer(client, account, *, count: str) -> str:
+    walk(client, account, until="pool")
+    pool = {**WIZARD[1][1], "instance_count": count, "action": "next"}
+    assert client.post(url("pool"), pool).status_code == 302
+    for step, data in WIZARD[2:4]:
+        assert client.post(url(step), {**data, "action": "next"}).status_code == 302
+    lb = {"health_check_path": "/healthz", "health_check_port": "80", "action": "next"}
+    assert client.post(url("load-balancer"), lb).status_code == 302
+    return client.get(url("review")).content.decode()
+
+
+def test_the_review_leaves_out_the_load_balancer_when_none_was_chosen(client_for, account):
+    review = review_without_a_load_balancer(client_for("operator"), account, count="2")
+    cost = re.search(r'<table id="cost">.*?</table>', review, re.S).group()
+    assert "Instances (t3.small × 2 × 730 h)" in cost
+    assert "Load balancer" not in cost and "listener HTTP" not in review
+
+
+def test_the_review_counts_one_instance_in_the_singular_and_more_in_the_plural(client_for, account):
+    one = review_without_a_load_balancer(client_for("operator"), account, count="1")
+    assert "<li>1 instance</li>" in one and "instance(s)" not in one
+    two = review_without_a_load_balancer(client_for("operator"), account, count="2")
+    assert "<li>2 instances</li>" in two
+
+
+def test_the_review_names_the_bootstrap_as_the_machines_step_does(client_for, account):
+    client = client_for("operator")
+    machines = client.get(url("machine")).content.decode()
+    walk(client, account)
+    review = client.get(url("review")).content.decode()
+    assert "Docker + NGINX on nginx-on-zop-net" in machines
+    assert "bootstrap: Docker + NGINX on nginx-on-zop-net" in review
+    assert "bootstrap default" not in review

@@ -96,8 +96,8 @@ def test_the_details_page_offers_the_consoles_in_its_options_menu(client_for, ru
     url = reverse("instance-detail", args=["alpha", running_instance.pk])
     text = client_for("operator").get(url).text
     assert "<summary>Options</summary>" in text
-    for kind, label in (("serial", "Serial"), ("vnc", "Console"), ("exec", "Exec")):
-        assert f'data-console="{kind}">{label}</a>' in text
+    for kind, label in (("serial", "Serial"), ("vnc", "VNC"), ("exec", "Exec")):
+        assert f'data-console="{kind}">{label} console</a>' in text
     assert "Console recordings" not in text
     assert "Console recordings" in client_for("owner").get(url).text
     Instance.objects.filter(pk=running_instance.pk).update(power_state=PowerState.STOPPED)
