@@ -96,7 +96,7 @@ def test_the_serial_console_draws_underscores_at_a_device_pixel_ratio_of_one(
     expect(page.get_by_test_id("console-status")).to_have_text("Connected")
 
     serial_socket.emit("serial", b"x86_64 a_b\r\n")
-    page.wait_for_function("window.zopConsole.text().startsWith('x86_64 a_b')")
+    page.wait_for_function("() => window.zopConsole.text().startsWith('x86_64 a_b')")
     page.evaluate("new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
     cols, rows = page.evaluate("[window.zopConsole.term.cols, window.zopConsole.term.rows]")
     box = page.locator("#terminal .xterm-screen").bounding_box()
@@ -120,7 +120,7 @@ def test_the_terminal_stays_inside_its_black_box(page, login, project, running):
     page.set_viewport_size({"width": 1280, "height": 900})
     login("operator")
     page.goto(f"/projects/{project.slug}/instances/{running.pk}/console/serial/")
-    page.wait_for_function("window.zopConsole && window.zopConsole.term.rows > 0")
+    page.wait_for_function("() => window.zopConsole && window.zopConsole.term.rows > 0")
     outside = page.evaluate(
         """() => {
             const box = document.getElementById("terminal");
