@@ -73,7 +73,10 @@ Rule = tuple[tuple[str, ...], re.Pattern[str], str | Callable[[re.Match[str]], s
 IN_TEXT: tuple[Rule, ...] = (
     (KEYWORDS, re.compile(rf"(?<![\w.-])(--?{_WORD})(=|[ \t]++)(?!-){_VALUE}", re.I),
      _unless_read_from),
-    (KEYWORDS, re.compile(rf"((?<![\w.-]){_WORD}[ \t]*+[=:][ \t]*+)(?!-)(?!//){_VALUE}", re.I),
+    # a word followed by = or : is looked for first: most words are not, and that test is cheaper
+    (KEYWORDS,
+     re.compile(rf"((?<![\w.-])(?=[\w.-]++[ \t]*+[=:]){_WORD}[ \t]*+[=:][ \t]*+)"
+                rf"(?!-)(?!//){_VALUE}", re.I),
      rf"\1{HIDDEN}"),
     (("bearer",), re.compile(r"(\bBearer[ \t]++)[\w.~+/=-]++", re.I), rf"\1{HIDDEN}"),
     # Authorization: Basic X, token X, Digest X, or a bare credential
@@ -127,7 +130,10 @@ def user_data_redacted(text: str) -> str:
     if len(text) > USER_DATA_MAX_BYTES or len(text.encode()) > USER_DATA_MAX_BYTES:
         return HIDDEN
     try:
-        if any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(text, Loader=LOADER)):
+        # an alias is written *name: without a "*" the document has none, and is parsed once
+        if "*" in text and any(
+            isinstance(event, yaml.AliasEvent) for event in yaml.parse(text, Loader=LOADER)
+        ):
             return HIDDEN
         config = yaml.load(text, Loader=LOADER)  # a safe loader
     except (yaml.YAMLError, RecursionError):  # libyaml refuses nesting past 1,000 levels
@@ -178,9 +184,11 @@ def _redacted(node: object, key: str = "") -> object:
             line = text_redacted(joined)  # its arguments say more together than apart
             if line == joined:
                 return list(node)
-            if line != " ".join(text_redacted(item) for item in node):
+            items = [text_redacted(item) if item else item for item in node]
+            if line != " ".join(items):
                 parts = line.split(" ")
                 return parts if len(parts) == len(node) else line
+            return items
         return [_redacted(item, key) for item in node]
     if isinstance(node, str):
         return text_redacted(node)
