@@ -211,7 +211,12 @@ class QemuBackend:
                 self._settle(run)  # finish the run that ended
                 return
             run.mark_stop_requested()
-            self._monitor(run).execute("system_powerdown")
+            try:
+                self._monitor(run).execute("system_powerdown")
+            except BackendError:
+                if self._qemu_alive(run):
+                    raise
+                self._settle(run)  # a status read ended it meanwhile: the guest was off
 
     def wait_powered_off(self, machine_id: str, timeout: float) -> bool:
         """Waits on the watch monitor for QEMU's SHUTDOWN (or a crash) event, not by polling."""
