@@ -7,7 +7,7 @@ instances.
 
 import logging
 
-from celery import Task, shared_task
+from celery import Task, current_app, shared_task
 from celery.utils.time import get_exponential_backoff_interval
 from django.conf import settings
 from django.db import close_old_connections
@@ -15,12 +15,64 @@ from django.db import close_old_connections
 from instances.backends import LOCAL_BACKENDS
 from instances.backends.base import BackendError
 from instances.models import Instance
-from instances.services import guest_reports, machines, power, reconciler, snapshot_work
+from instances.services import (
+    guest_reports,
+    host_work,
+    machines,
+    power,
+    reconciler,
+    snapshot_work,
+)
 
 log = logging.getLogger(__name__)
 
 
-class PowerTask(Task):
+# a message header: how often lost work was sent again (services.host_work)
+RESENT_HEADER = "zopday_resent"
+LOST_RESENDS_MAX = 3  # past this, work whose worker keeps dying during it fails
+
+
+class HostTask(Task):
+    """Work on one host, recorded there while it runs (services.host_work): when its worker
+    dies during it, the host's next reconcile pass sends it again, and after LOST_RESENDS_MAX
+    such deaths fails it through on_failure. Every host task is safe to run again."""
+
+    def __call__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if self.request.called_directly:
+            return super().__call__(*args, **kwargs)
+        resent = getattr(self.request, RESENT_HEADER, None)
+        if resent is None:
+            resent = (self.request.headers or {}).get(RESENT_HEADER, 0)
+        queue = (self.request.delivery_info or {}).get("routing_key") or ""
+        lost = host_work.Lost(self.name, list(args), kwargs, queue, int(resent))
+        with host_work.work_in_hand(lost):
+            return super().__call__(*args, **kwargs)
+
+
+def send_lost_work_again(host: str) -> None:
+    """Send again the host work whose worker died, or fail it when that keeps happening."""
+    for lost in host_work.lost_work(host):
+        task = current_app.tasks.get(lost.task)
+        if task is None or not lost.queue:
+            log.warning("lost work %s%s cannot be sent again", lost.task, tuple(lost.args))
+            continue
+        if lost.resent >= LOST_RESENDS_MAX:
+            error = BackendError(
+                f"The host's worker stopped during this work {lost.resent + 1} times; it was "
+                "given up."
+            )
+            task.on_failure(error, "", lost.args, lost.kwargs, None)
+            continue
+        log.warning("sending %s%s again: its worker stopped", lost.task, tuple(lost.args))
+        task.apply_async(
+            args=lost.args,
+            kwargs=lost.kwargs,
+            queue=lost.queue,
+            headers={RESENT_HEADER: lost.resent + 1},
+        )
+
+
+class PowerTask(HostTask):
     """A power operation on one instance: its id, then the time of the request's claim (absent
     in the reconciler's restarts). An unexpected error settles the instance at once."""
 
@@ -29,9 +81,10 @@ class PowerTask(Task):
     def on_failure(self, exc, task_id, args, kwargs, einfo):  # type: ignore[no-untyped-def]
         _, transitional, _ = power.OPERATIONS[self.action]
         claimed_at = args[1] if len(args) > 1 else None
+        message = exc.message if isinstance(exc, BackendError) else ""
         close_old_connections()  # the error may have been the database's; Celery's close is later
         try:
-            machines.power_task_failed(args[0], self.action, transitional, claimed_at)
+            machines.power_task_failed(args[0], self.action, transitional, claimed_at, message)
         except Exception:  # the reconciler settles it later, as a stuck transition
             log.exception("settling instance %s after its failed %s", args[0], self.action)
 
@@ -56,7 +109,7 @@ def machine_restart(instance_id: int, claimed_at: str | None = None) -> None:
     machines.machine_restart(instance_id, claimed_at)
 
 
-class DeviceTask(Task):
+class DeviceTask(HostTask):
     """Node work on a disk, an interface or a machine's files, by id. An error the backend calls
     retryable (a busy monitor, an agent not up yet) is tried again, three times, backing off;
     any other is final at once. A final failure is told on the instance (machines)."""
@@ -142,6 +195,8 @@ def cdrom_change(disk_id: int) -> None:
 
 @shared_task(name="instances.reconcile_host")
 def reconcile_host(host: str) -> None:
+    """Work a dead worker left is sent again first, then the host's instances are reconciled."""
+    send_lost_work_again(host)
     reconciler.reconcile_host(host)
 
 

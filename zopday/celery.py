@@ -22,6 +22,22 @@ def freeze_startup_objects(**kwargs: object) -> None:
     memory.freeze_startup_objects()
 
 
+@signals.worker_ready.connect
+def reconcile_this_host(**kwargs: object) -> None:
+    """A worker that starts has this host reconciled at once: what a dead worker left is taken
+    up in seconds, not at the next beat (instances.tasks.reconcile_host)."""
+    from django.conf import settings
+
+    host = settings.ZOPDAY_HOST
+    app.send_task(
+        "instances.reconcile_host",
+        args=[host],
+        queue=f"host.{host}",
+        expires=30,
+        ignore_result=True,
+    )
+
+
 @signals.task_prerun.connect
 @signals.task_postrun.connect
 def close_old_connections(**kwargs: object) -> None:

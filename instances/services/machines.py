@@ -27,6 +27,7 @@ from instances.choices import (
     PowerState,
     RunStrategy,
 )
+from instances.holds import hold_point
 from instances.models import Disk, Instance, NetworkInterface
 from instances.services import snapshot_work
 from instances.services.audit import audit_record
@@ -115,18 +116,21 @@ def _fail(instance: Instance, expected: str, error: BackendError, action: str) -
 
 
 def power_task_failed(
-    instance_id: int, action: str, expected: str, claimed_at: str | None = None
+    instance_id: int, action: str, expected: str, claimed_at: str | None = None, message: str = ""
 ) -> None:
-    """A power task died of an error it did not expect (a bug, the database going away): settle
-    the instance now, as a backend error would, rather than leave it in its transitional state
-    until the reconciler calls it stuck. The user sees what failed; Celery logs the error."""
+    """A power task died of an error it did not expect (a bug, the database going away), or
+    its worker died during it too often: settle the instance now, as a backend error would,
+    rather than leave it in its transitional state until the reconciler calls it stuck. The
+    user sees what failed (`message`, or that the worker's log says); Celery logs the error."""
     instance = _claimed(instance_id, expected, claimed_at)
     if instance is None:  # settled before the error, or claimed again
         return
     if expected == PowerState.STOPPING:
         _withdraw_stop(instance)
     what = action.replace("_", " ")
-    message = f"The {what} failed on the host's worker; the worker's log has the details."
+    message = (
+        message or f"The {what} failed on the host's worker; the worker's log has the details."
+    )
     _fail(instance, expected, BackendError(message), action)
 
 
@@ -154,6 +158,7 @@ def machine_start(instance_id: int, claimed_at: str | None = None) -> None:
     except BackendError as error:
         _fail(instance, PowerState.STARTING, error, "start")
         return
+    hold_point("start.launched")
     if settle(
         instance_id,
         PowerState.STARTING,
@@ -195,6 +200,7 @@ def machine_shutdown(instance_id: int, claimed_at: str | None = None) -> None:
         deadline = time.monotonic() + SHUTDOWN_TIMEOUT
         while True:
             backend.shutdown(instance.machine_id)
+            hold_point("shutdown.pressed")
             wait = max(0.0, min(ACPI_REPEAT_SECONDS, deadline - time.monotonic()))
             if backend.wait_powered_off(instance.machine_id, wait):
                 break

@@ -13,6 +13,7 @@ from django.utils import timezone
 from instances.backends import backend_named
 from instances.backends.base import Backend
 from instances.choices import Outcome, SnapshotState
+from instances.holds import hold_point
 from instances.models import Disk, DiskSnapshot
 from instances.services.audit import audit_record
 from instances.specs import disk_spec
@@ -50,6 +51,7 @@ def snapshots_take(snapshot_ids: list[int]) -> None:
     frozen = backend_named(instance.backend).snapshot_disks(
         instance.machine_id, [disk_spec(s.disk) for s in taking], taking[0].name
     )
+    hold_point("snapshot.taken")
     DiskSnapshot.objects.filter(pk__in=[s.pk for s in taking], state=SnapshotState.TAKING).update(
         state=SnapshotState.READY, consistent=frozen, state_changed_at=timezone.now()
     )

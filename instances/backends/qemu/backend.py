@@ -4,7 +4,8 @@ Everything a machine has lives in its run folder (`root/<machine id>/`, see run_
 fresh backend object, in a restarted worker or another process, finds running machines again.
 
 How a machine's status is read (status() and every action start from it):
-1. The pid file names a live QEMU (its command line names our run folder): ask QMP query-status.
+1. The pid file names a live QEMU (its command line names our run folder), or QEMU's own pid file
+   does (its launcher died before recording it: the run is taken over): ask QMP query-status.
    - "running" (or paused, starting, ...) -> RUNNING, with boots and links.
    - "shutdown": the guest powered off (QEMU stays thanks to -no-shutdown). The backend quits that
      QEMU and records the exit: REQUESTED if shutdown()/force_stop() asked for a stop since the
@@ -13,7 +14,8 @@ How a machine's status is read (status() and every action start from it):
 2. No live process: the recorded exit kind; without one, REQUESTED if a stop was asked for, CRASHED
    if the machine had been launched (killed, or QEMU died), NONE if it never was.
 Reading the status is lock-free and its side effects are idempotent; actions that change the
-process hold the run folder's lock.
+process hold the run folder's lock. A start first waits for a QEMU of the machine still setting
+up, and refuses disks another QEMU holds open: two QEMU processes never open one disk.
 
 boots counts the resets of the current run: the kernel banners QEMU recorded in serial.log since the
 start (a banner is the kernel's first line, stamped 0.000000) minus the first one, and at least the
@@ -24,6 +26,7 @@ links are what the backend set (the spec at start, then set_link): QEMU cannot b
 
 import contextlib
 import dataclasses
+import os
 import re
 import shutil
 import time
@@ -41,6 +44,7 @@ from instances.backends.base import (
     MachineStatus,
     Power,
 )
+from instances.holds import hold_point
 
 from . import process
 from .agent import GuestAgent
@@ -141,8 +145,11 @@ class QemuBackend:
         spec = self._resolve(spec)
         run = self._run_folder(spec.id)
         with run.lock():
+            self._await_launch(run)
             if self._settle(run).power is Power.RUNNING:
+                self._finish_launch(run)
                 return False
+            self._require_disks_free(run, spec, own=None)
             self.define(spec)
             if shutil.which(self.qemu_binary) is None:
                 raise BackendError(
@@ -170,15 +177,20 @@ class QemuBackend:
                     argv = self.networks.exec_prefix() + argv
                 run.rotate_serial_log()
                 serial_offset = run.serial_log.stat().st_size if run.serial_log.exists() else 0
+                runtime = Runtime(links=links, taps=taps, serial_offset=serial_offset)
                 run.qemu_pidfile.unlink(missing_ok=True)
+                run.write_launch(runtime)
+                hold_point("start.before-spawn")
                 process.run_daemon(argv, run.qemu_log, what="QEMU")
                 pid = process.read_pidfile(run.qemu_pidfile)
                 if pid is None:
                     raise BackendError("QEMU started but wrote no pid file.")
             except BaseException:
+                run.clear_launch()
                 self._release(run, taps)
                 raise
-            run.begin_start(pid, Runtime(links=links, taps=taps, serial_offset=serial_offset))
+            hold_point("start.spawned")
+            run.begin_start(pid, runtime)
             if down:  # the guest first runs with its cables out, or not at all
                 try:
                     self._monitor(run).execute_all([*down, ("cont", None)])
@@ -199,7 +211,12 @@ class QemuBackend:
                 self._settle(run)  # finish the run that ended
                 return
             run.mark_stop_requested()
-            self._monitor(run).execute("system_powerdown")
+            try:
+                self._monitor(run).execute("system_powerdown")
+            except BackendError:
+                if self._qemu_alive(run):
+                    raise
+                self._settle(run)  # a status read ended it meanwhile: the guest was off
 
     def wait_powered_off(self, machine_id: str, timeout: float) -> bool:
         """Waits on the watch monitor for QEMU's SHUTDOWN (or a crash) event, not by polling."""
@@ -245,12 +262,16 @@ class QemuBackend:
                 status = self._settle(run)
             except BackendError:  # QEMU lives (the status read says so) but its monitor is stuck
                 run.mark_stop_requested()
-                self._end_run(run, run.read_pid(), ExitKind.REQUESTED, monitor=False)
-                return
-            if status.power is Power.STOPPED or status.pid is None:
-                return
-            run.mark_stop_requested()
-            self._end_run(run, status.pid, ExitKind.REQUESTED)
+                self._end_run(run, self._live_pid(run), ExitKind.REQUESTED, monitor=False)
+            else:
+                if status.power is Power.RUNNING and status.pid is not None:
+                    run.mark_stop_requested()
+                    hold_point("force_stop.before-quit")
+                    self._end_run(run, status.pid, ExitKind.REQUESTED)
+            # a QEMU no pid file names yet (still daemonizing, launched by a worker that died)
+            marker = str(run.qmp_socket)
+            for pid in process.find(marker):
+                process.kill(pid, marker, grace=1)
 
     def restart(self, machine_id: str) -> None:
         """Ask the guest OS to reboot, through its agent; a hard reset (system_reset) when it has
@@ -260,6 +281,7 @@ class QemuBackend:
             self._require_running(run)
             run.clear_stop_requested()
             has_agent = self._agent_listening(run)
+        hold_point("restart.before-reboot")
         if has_agent:  # unlocked: an agent slow to answer keeps no Force Shutdown waiting
             with contextlib.suppress(BackendError):  # it did not answer, or refused: reset
                 self._agent(run).reboot()
@@ -296,9 +318,11 @@ class QemuBackend:
         if not run.exists():
             return
         with run.lock():
-            pid = run.read_pid()
-            if pid is not None and self._qemu_alive(run):
+            if (pid := self._live_pid(run)) is not None:
                 self._end_run(run, pid, ExitKind.REQUESTED, monitor=False)
+            marker = str(run.qmp_socket)
+            for stray in process.find(marker):
+                process.kill(stray, marker, grace=1)
             self._release(run)
             shutil.rmtree(run.path)
 
@@ -331,6 +355,9 @@ class QemuBackend:
         disk = self._resolve_disk(disk)
         run = self._run_folder(spec.id)
         with run.lock():
+            if disk.role != "cdrom":
+                pid = self._live_pid(run)
+                self._require_disks_free(run, dataclasses.replace(spec, disks=(disk,)), pid)
             self._create_disk(run, disk)
             if self._settle(run).power is Power.STOPPED:
                 return
@@ -355,6 +382,7 @@ class QemuBackend:
                 monitor.execute(
                     "blockdev-add", {"driver": "qcow2", "node-name": device["drive"], "file": file}
                 )
+            hold_point("hotplug.block-added")
             try:
                 monitor.execute("device_add", device)
             except BackendError:
@@ -399,6 +427,7 @@ class QemuBackend:
             if wanted == current:
                 return
             if self._settle(run).power is Power.RUNNING:
+                hold_point("resize.before-resize")
                 self._monitor(run).execute(
                     "block_resize", {"node-name": node_name(disk.name), "size": wanted}
                 )
@@ -447,6 +476,7 @@ class QemuBackend:
             if not missing:
                 return False
             frozen = has_agent and _freeze(agent)
+            hold_point("snapshot.frozen")
             actions = [
                 {
                     "type": "blockdev-snapshot-internal-sync",
@@ -563,12 +593,66 @@ class QemuBackend:
         return any(dev["label"] == "agent" and dev.get("frontend-open") for dev in chardevs)
 
     def _qemu_alive(self, run: RunFolder) -> bool:
-        return process.is_alive(run.read_pid(), str(run.qmp_socket))
+        return self._live_pid(run) is not None
+
+    def _live_pid(self, run: RunFolder) -> int | None:
+        """The run's live QEMU: the one `pid` names, else one QEMU's own pid file names, whose
+        launcher died before recording it (that run is taken over). A pid counts only while its
+        process's command line names this run folder's monitor: pids are reused."""
+        marker = str(run.qmp_socket)
+        pid = run.read_pid()
+        if process.is_alive(pid, marker):
+            return pid
+        launched = process.read_pidfile(run.qemu_pidfile)
+        if launched is None or launched == pid or not process.is_alive(launched, marker):
+            return None
+        with run.lock("end.lock"):  # not while a reader ends a run (its taps are these)
+            if run.read_pid() != launched:
+                run.begin_start(launched, run.read_launch() or Runtime())
+        return launched
+
+    def _await_launch(self, run: RunFolder) -> None:
+        """Wait until a QEMU of this machine still setting up (its launcher died) is ready or
+        gone: its daemonizing parent exits once it is. A start then takes it over instead of
+        launching a second QEMU on the same disks."""
+        marker = str(run.qmp_socket)
+        deadline = time.monotonic() + process.DAEMON_TIMEOUT
+        while (found := process.find(marker)) and found != [self._live_pid(run)]:
+            if time.monotonic() > deadline:
+                raise BackendError(
+                    f"A QEMU of {run.path.name} (pid {', '.join(map(str, found))}) is still "
+                    "setting up; Force Shutdown ends it.",
+                    retryable=True,
+                )
+            time.sleep(0.05)
+
+    def _finish_launch(self, run: RunFolder) -> None:
+        """A machine whose launcher died before it let the CPUs run (they wait while the links
+        are set): set the links and let it run."""
+        monitor = self._monitor(run)
+        if monitor.execute("query-status")["status"] != "prelaunch":
+            return
+        links = run.read_runtime().links
+        down = [("set_link", {"name": nic, "up": False}) for nic, up in links.items() if not up]
+        monitor.execute_all([*down, ("cont", None)])
+
+    def _require_disks_free(self, run: RunFolder, spec: MachineSpec, own: int | None) -> None:
+        """No disk of the spec is open in another QEMU (`own` is this machine's QEMU's pid):
+        two QEMU processes writing one qcow2 file would corrupt it. QEMU's image lock would
+        refuse too, but only after this one set everything else up."""
+        paths = {run.disk_path(disk.name): disk.name for disk in spec.disks if disk.role != "cdrom"}
+        held = process.holders(list(paths), str(self.root))
+        for pid, path in held.items():
+            if pid != own:
+                name = next(n for p, n in paths.items() if os.path.realpath(p) == str(path))
+                raise BackendError(
+                    f"Disk {name} is open in another QEMU (pid {pid}): stop that machine first."
+                )
 
     def _settle(self, run: RunFolder) -> MachineStatus:
         """The status, after finishing a run that has ended (see the module docstring)."""
-        pid = run.read_pid()
-        if pid is not None and self._qemu_alive(run):
+        pid = self._live_pid(run)
+        if pid is not None:
             try:
                 state = self._monitor(run).execute("query-status")["status"]
             except BackendError:
@@ -596,7 +680,7 @@ class QemuBackend:
         if not run.was_launched():
             return MachineStatus(Power.STOPPED)
         kind = ExitKind.REQUESTED if run.stop_requested() else ExitKind.CRASHED
-        return MachineStatus(Power.STOPPED, self._end_run(run, pid, kind))
+        return MachineStatus(Power.STOPPED, self._end_run(run, run.read_pid(), kind))
 
     def _end_run(
         self, run: RunFolder, pid: int | None, kind: ExitKind, *, monitor: bool = True

@@ -5,16 +5,20 @@ the worker: they outlive it, and no zombie of theirs can linger in it. A pid alo
 (pids are reused): a process counts as ours only when its command line names our run folder.
 """
 
+import contextlib
 import os
 import selectors
 import signal
 import subprocess
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 from instances.backends.base import BackendError
 
 from .images import last_line
+
+DAEMON_TIMEOUT = 60.0  # how long a daemon may take to set up before its parent exits
 
 
 def is_alive(pid: int | None, marker: str) -> bool:
@@ -30,7 +34,42 @@ def is_alive(pid: int | None, marker: str) -> bool:
     return state not in ("Z", "X") and os.fsencode(marker) in cmdline.replace(b"\0", b" ")
 
 
-def run_daemon(argv: list[str], log: Path, *, what: str, timeout: float = 60) -> None:
+def find(marker: str) -> list[int]:
+    """Every live process whose command line contains marker, found by scanning /proc: also
+    those no pid file names yet (a QEMU still daemonizing, launched by a worker that died)."""
+    return sorted(
+        int(entry.name)
+        for entry in os.scandir("/proc")
+        if entry.name.isdigit() and is_alive(int(entry.name), marker)
+    )
+
+
+def holders(paths: Collection[Path], marker: str) -> dict[int, Path]:
+    """Of the live processes whose command line contains marker, those that have one of paths
+    open (as QEMU holds its disks, hot-plugged ones too): pid -> that path."""
+    wanted = {os.path.realpath(path) for path in paths}
+    held = {}
+    for pid in find(marker):
+        for target in _open_files(pid):
+            if target in wanted:
+                held[pid] = Path(target)
+                break
+    return held
+
+
+def _open_files(pid: int) -> list[str]:
+    targets = []
+    try:
+        with os.scandir(f"/proc/{pid}/fd") as fds:
+            for fd in fds:
+                with contextlib.suppress(OSError):  # closed meanwhile
+                    targets.append(os.readlink(fd.path))
+    except OSError:  # the process is gone
+        pass
+    return targets
+
+
+def run_daemon(argv: list[str], log: Path, *, what: str, timeout: float = DAEMON_TIMEOUT) -> None:
     """Run a self-daemonizing command; its output is appended to log, its last line is the error."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as output:

@@ -3,6 +3,8 @@
 The state files are what lets a fresh backend object (a restarted worker) tell how a machine ended:
 `pid` is written at each start and kept after the process is gone, `stop-requested` is written by
 shutdown and force stop before they act, and `exit` records the exit kind once it is known.
+`launch.json` holds the runtime of a launch under way, for a worker that finds its QEMU after the
+launching worker died (QEMU's own pid file names it then, `pid` not yet).
 """
 
 import contextlib
@@ -124,6 +126,10 @@ class RunFolder:
     def _runtime_file(self) -> Path:
         return self.path / "runtime.json"
 
+    @property
+    def _launch_file(self) -> Path:
+        return self.path / "launch.json"
+
     def exists(self) -> bool:
         return self.path.is_dir()
 
@@ -163,6 +169,18 @@ class RunFolder:
         _write_atomic(self._pid_file, f"{pid}\n")
         self._stop_requested_file.unlink(missing_ok=True)
         self._exit_file.unlink(missing_ok=True)
+        self._launch_file.unlink(missing_ok=True)
+
+    def write_launch(self, runtime: "Runtime") -> None:
+        """Before QEMU is launched: the runtime of the run to come, so that whoever finds that
+        QEMU after its launcher died (by the pid file QEMU writes) can take the run over."""
+        _write_atomic(self._launch_file, json.dumps(_runtime_data(runtime)))
+
+    def read_launch(self) -> "Runtime | None":
+        return _read_runtime(self._launch_file)
+
+    def clear_launch(self) -> None:
+        self._launch_file.unlink(missing_ok=True)
 
     def mark_stop_requested(self) -> None:
         _write_atomic(self._stop_requested_file, "")
@@ -183,16 +201,7 @@ class RunFolder:
         _write_atomic(self._exit_file, f"{kind.value}\n")
 
     def read_runtime(self) -> "Runtime":
-        try:
-            data = json.loads(self._runtime_file.read_text())
-        except (OSError, ValueError):
-            return Runtime()
-        return Runtime(
-            links=dict(data.get("links", {})),
-            taps={name: (pair[0], pair[1]) for name, pair in data.get("taps", {}).items()},
-            serial_offset=int(data.get("serial_offset", 0)),
-            resets=int(data.get("resets", 0)),
-        )
+        return _read_runtime(self._runtime_file) or Runtime()
 
     def rotate_serial_log(self, limit: int = SERIAL_LOG_LIMIT) -> None:
         """Before a start: a log past limit becomes serial.log.1 (replacing the one before), so
@@ -217,13 +226,9 @@ class RunFolder:
         _write_atomic(self._boot_scan_file, json.dumps(data))
 
     def write_runtime(self, runtime: "Runtime") -> None:
-        data = {
-            "links": runtime.links,
-            "taps": {name: list(pair) for name, pair in runtime.taps.items()},
-            "serial_offset": runtime.serial_offset,
-            "resets": runtime.resets,
-        }
-        _write_atomic(self._runtime_file, json.dumps(data, indent=1, sort_keys=True))
+        _write_atomic(
+            self._runtime_file, json.dumps(_runtime_data(runtime), indent=1, sort_keys=True)
+        )
 
 
 @dataclass
@@ -240,6 +245,28 @@ class Runtime:
     taps: dict[str, tuple[str, str]] = field(default_factory=dict)
     serial_offset: int = 0
     resets: int = 0
+
+
+def _runtime_data(runtime: Runtime) -> dict[str, object]:
+    return {
+        "links": runtime.links,
+        "taps": {name: list(pair) for name, pair in runtime.taps.items()},
+        "serial_offset": runtime.serial_offset,
+        "resets": runtime.resets,
+    }
+
+
+def _read_runtime(path: Path) -> Runtime | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return Runtime(
+        links=dict(data.get("links", {})),
+        taps={name: (pair[0], pair[1]) for name, pair in data.get("taps", {}).items()},
+        serial_offset=int(data.get("serial_offset", 0)),
+        resets=int(data.get("resets", 0)),
+    )
 
 
 def _write_atomic(path: Path, text: str) -> None:
