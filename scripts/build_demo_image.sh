@@ -26,6 +26,8 @@
 # the packages are fetched with `apt-get download` and unpacked with
 # `dpkg -x`; nothing gets installed.  Root is not needed.
 set -euo pipefail
+# The guest's files keep the usual modes whatever umask the caller (bin/zop: 077) has.
+umask 022
 
 # Bump when the image changes in a way the file hash below does not see.
 IMAGE_VERSION=1
