@@ -118,9 +118,17 @@ IN_TEXT: tuple[Rule, ...] = (
      rf"\1 {HIDDEN} \2"),
 )  # fmt: skip
 READABLE_ENCODINGS = ("", "text/plain")
+COMMAND_LISTS = ("runcmd", "bootcmd")  # each item is a command of its own
 # libyaml where PyYAML has it (its wheels do): the pure-Python parser takes 20 times as long.
 LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+STR, NULL, BOOL = (f"tag:yaml.org,2002:{name}" for name in ("str", "null", "bool"))
+MAP, SEQ = "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"
+FALSE = ("false", "no", "off", "n")
+
+
+class _HiddenWhole(Exception):
+    """The document cannot be shown in part: an alias, or a key that is not a scalar."""
 
 
 def user_data_redacted(text: str) -> str:
@@ -130,21 +138,14 @@ def user_data_redacted(text: str) -> str:
     if len(text) > USER_DATA_MAX_BYTES or len(text.encode()) > USER_DATA_MAX_BYTES:
         return HIDDEN
     try:
-        # an alias is written *name: without a "*" the document has none, and is parsed once
-        if "*" in text and any(
-            isinstance(event, yaml.AliasEvent) for event in yaml.parse(text, Loader=LOADER)
-        ):
+        # the node graph, redacted and written back: no Python objects built in between
+        root = yaml.compose(text, Loader=LOADER)
+        if not isinstance(root, yaml.MappingNode) or root.tag != MAP:
             return HIDDEN
-        config = yaml.load(text, Loader=LOADER)  # a safe loader
-    except (yaml.YAMLError, RecursionError):  # libyaml refuses nesting past 1,000 levels
+        shown = yaml.serialize(_redacted(root, "", set()), Dumper=DUMPER, allow_unicode=True)
+    except (yaml.YAMLError, RecursionError, _HiddenWhole):  # libyaml nests at most 1,000 deep
         return HIDDEN
-    if not isinstance(config, dict):
-        return HIDDEN
-    dumped = yaml.dump(
-        _redacted(config), Dumper=DUMPER, sort_keys=False, default_flow_style=False,
-        allow_unicode=True,
-    )  # fmt: skip
-    return "#cloud-config\n" + dumped
+    return "#cloud-config\n" + shown
 
 
 @functools.lru_cache(maxsize=4096)
@@ -159,39 +160,101 @@ def is_credentials_file(path: object) -> bool:
     return str(path or "").rstrip().rsplit("/", 1)[-1].endswith(CREDENTIAL_FILES)
 
 
-def _redacted(node: object, key: str = "") -> object:
-    if node is None or node == "" or isinstance(node, bool):
+def _scalar(node: yaml.Node | None) -> str:
+    """A scalar's text ("" for null or false), or a mark that it is not one."""
+    if node is None or node.tag == NULL or (node.tag == BOOL and node.value.lower() in FALSE):
+        return ""
+    return node.value if isinstance(node, yaml.ScalarNode) else "<collection>"
+
+
+def _hidden() -> yaml.ScalarNode:
+    return yaml.ScalarNode(STR, HIDDEN)
+
+
+def _redacted(node: yaml.Node, key: str, seen: set[int], commands: bool = False) -> yaml.Node:
+    """The node with its credentials hidden; `seen` finds a node met twice (an alias)."""
+    if id(node) in seen:
+        raise _HiddenWhole
+    seen.add(id(node))
+    if isinstance(node, yaml.ScalarNode):
+        if node.tag in (NULL, BOOL) or (node.value == "" and node.tag == STR):
+            return node
+        if is_credential(key):
+            return _hidden()
+        if node.tag == STR:
+            node.value = text_redacted(node.value)
         return node
     if is_credential(key):
-        return HIDDEN
-    if isinstance(node, dict):
-        redacted = {k: _redacted(v, str(k)) for k, v in node.items()}
-        if "content" in node and (
-            str(node.get("encoding") or "").lower() not in READABLE_ENCODINGS
-            or is_credentials_file(node.get("path"))
-        ):
-            redacted["content"] = HIDDEN  # a write_files entry in base64 or gzip, or a .pgpass
-        if key == "chpasswd" and "list" in node:  # its older form: "user:password" lines
-            lines = node["list"]
-            lines = lines.splitlines() if isinstance(lines, str) else lines or []
-            redacted["list"] = [f"{str(line).split(':', 1)[0]}:{HIDDEN}" for line in lines]
-        return redacted
-    if isinstance(node, tuple) and len(node) == 2 and isinstance(node[0], str):
-        return (node[0], _redacted(node[1], node[0]))  # a pair of !!omap or !!pairs
-    if isinstance(node, list | tuple):
-        if node and all(isinstance(item, str) for item in node):  # a command as a list
-            joined = " ".join(node)
-            line = text_redacted(joined)  # its arguments say more together than apart
-            if line == joined:
-                return list(node)
-            items = [text_redacted(item) if item else item for item in node]
-            if line != " ".join(items):
-                parts = line.split(" ")
-                return parts if len(parts) == len(node) else line
-            return items
-        return [_redacted(item, key) for item in node]
-    if isinstance(node, str):
-        return text_redacted(node)
+        return _hidden()
+    if isinstance(node, yaml.MappingNode):
+        return _mapping_redacted(node, key, seen)
+    assert isinstance(node, yaml.SequenceNode)
+    items = node.value
+    if items and all(isinstance(item, yaml.ScalarNode) and item.tag == STR for item in items):
+        for item in items:
+            if id(item) in seen:
+                raise _HiddenWhole
+            seen.add(id(item))
+        if not commands:
+            return _command_redacted(node)
+        lines = "\n".join(item.value for item in items)  # one scan finds most lists clean
+        if text_redacted(lines) == lines:
+            return node
+        for item in items:
+            item.value = text_redacted(item.value)
+        return node
+    node.value = [_redacted(item, key, seen) for item in items]
+    return node
+
+
+def _mapping_redacted(node: yaml.MappingNode, key: str, seen: set[int]) -> yaml.MappingNode:
+    values: dict[str, yaml.Node] = {}
+    pairs = []
+    for name_node, value in node.value:
+        if not isinstance(name_node, yaml.ScalarNode) or id(name_node) in seen:
+            raise _HiddenWhole
+        seen.add(id(name_node))
+        name = name_node.value
+        values[name] = value
+        pairs.append([name_node, _redacted(value, name, seen, name in COMMAND_LISTS)])
+    if "content" in values and (
+        _scalar(values.get("encoding")).lower() not in READABLE_ENCODINGS
+        or is_credentials_file(_scalar(values.get("path")))
+    ):  # a write_files entry in base64 or gzip, or a .pgpass
+        for pair in pairs:
+            if pair[0].value == "content":
+                pair[1] = _hidden()
+    if key == "chpasswd" and "list" in values:  # its older form: "user:password" lines
+        lines = values["list"]
+        if isinstance(lines, yaml.ScalarNode):
+            users = _scalar(lines).splitlines()
+        else:
+            users = [_scalar(line) for line in lines.value]
+        hidden = yaml.SequenceNode(
+            SEQ, [yaml.ScalarNode(STR, f"{user.split(':', 1)[0]}:{HIDDEN}") for user in users]
+        )
+        for pair in pairs:
+            if pair[0].value == "list":
+                pair[1] = hidden
+    node.value = [(name_node, value) for name_node, value in pairs]
+    return node
+
+
+def _command_redacted(node: yaml.SequenceNode) -> yaml.Node:
+    """A command written as a list: its arguments say more together than apart."""
+    words = [item.value for item in node.value]
+    joined = " ".join(words)
+    line = text_redacted(joined)
+    if line == joined:
+        return node
+    redacted = [text_redacted(word) if word else word for word in words]
+    if line != " ".join(redacted):
+        parts = line.split(" ")
+        if len(parts) != len(words):
+            return yaml.ScalarNode(STR, line)
+        redacted = parts
+    for item, word in zip(node.value, redacted, strict=True):
+        item.value = word
     return node
 
 
