@@ -95,6 +95,15 @@ class ProjectScopedAdmin(admin.ModelAdmin):
         self._mine_or_404(request, object_id)
         return super().history_view(request, object_id, extra_context)
 
+    def get_list_filter(self, request: HttpRequest) -> Any:
+        """Filters by project list the projects of the rows shown, never every project's name."""
+        return [
+            (name, admin.RelatedOnlyFieldListFilter)
+            if isinstance(name, str) and name.endswith("project")
+            else name
+            for name in super().get_list_filter(request)
+        ]
+
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return super().has_view_permission(request, obj) and self._role_allows(
             request, obj, self.view_role

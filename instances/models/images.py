@@ -1,6 +1,7 @@
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 
 from instances.choices import ImageKind, OsType
@@ -43,6 +44,14 @@ class Image(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        parts = PurePosixPath(self.path).parts
+        if self.path and (PurePosixPath(self.path).is_absolute() or ".." in parts):
+            raise ValidationError(
+                {"path": "Give a path inside the images folder (such as demo): not absolute, "
+                         "no \"..\"."}
+            )  # fmt: skip
 
     @property
     def file(self) -> Path:

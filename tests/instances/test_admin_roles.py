@@ -3,16 +3,17 @@ object's project allows, with user data redacted as on the pages."""
 
 import pytest
 from django.contrib.auth.models import Permission
+from django.core.exceptions import ValidationError
 from django.test import Client
 from django.urls import reverse
 
 from instances.choices import Role, UserDataMode
-from instances.models import Instance, SSHKey
+from instances.models import Image, Instance, SSHKey
 from instances.services.instances import instance_create
 from instances.services.keys import ssh_key_add
 from provisioning.models import CloudAccount
 from provisioning.services.accounts import account_create
-from tests.factories import MembershipFactory, UserFactory, instance_request
+from tests.factories import MembershipFactory, ProjectFactory, UserFactory, instance_request
 from tests.instances.api.helpers import public_key
 
 pytestmark = pytest.mark.django_db
@@ -135,3 +136,47 @@ def test_a_project_admin_may_not_set_an_accounts_endpoint_in_the_admin(project, 
     client = staff("boss", project, Role.ADMIN)
     page = client.get(change_url(cloud_account)).text
     assert 'name="endpoint_url"' not in page and 'name="name"' in page
+
+
+def image_staff(username, project):
+    """A staff operator of `project` allowed to view and change images."""
+    user = UserFactory(username=username, is_staff=True)
+    codenames = ["view_image", "change_image"]
+    user.user_permissions.set(Permission.objects.filter(codename__in=codenames))
+    MembershipFactory(project=project, user=user, role=Role.OPERATOR)
+    client = Client()
+    client.force_login(user)
+    return client, user
+
+
+def test_a_staff_operator_cannot_point_an_image_at_a_host_file_or_share_it(project):
+    image = Image.objects.create(project=project, name="mine", kind="qcow2", path="uploads/a.qcow2")
+    client, _ = image_staff("imager", project)
+    form = {"project": "", "name": "mine", "kind": "qcow2", "os_type": "linux",
+            "path": "/etc/shadow", "reference": "", "min_disk_gb": 1, "description": ""}  # fmt: skip
+    answer = client.post(change_url(image), form)
+    assert answer.status_code == 200 and "This field is required" in answer.text
+    answer = client.post(change_url(image), {**form, "project": project.pk})
+    assert answer.status_code == 302
+    image.refresh_from_db()
+    assert image.path == "uploads/a.qcow2" and image.project == project
+
+
+def test_an_image_path_is_inside_the_images_folder():
+    for path in ("/etc/shadow", "../other/x.qcow2", "uploads/../../x"):
+        with pytest.raises(ValidationError) as refused:
+            Image(name="x", kind="qcow2", path=path).clean()
+        assert "inside the images folder" in str(refused.value)
+    Image(name="x", kind="qcow2", path="uploads/x.qcow2").clean()
+
+
+def test_the_project_filter_lists_only_the_users_projects(project, other_project):
+    third = ProjectFactory(slug="hidden-corp", name="Hidden Corp")
+    for owner in (project, other_project, third):
+        Image.objects.create(project=owner, name="img", kind="qcow2", path="uploads/a.qcow2")
+    client, user = image_staff("filterer", project)
+    MembershipFactory(project=other_project, user=user, role=Role.VIEWER)
+    page = client.get(list_url(Image)).text
+    assert f"project__id__exact={project.pk}" in page
+    assert f"project__id__exact={other_project.pk}" in page
+    assert "Hidden Corp" not in page and f"project__id__exact={third.pk}" not in page
