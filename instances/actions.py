@@ -1,100 +1,27 @@
-"""One rule per instance action: it hides or disables the buttons and guards the services."""
+"""One rule per instance action: it hides or disables the buttons and guards the services.
+Power operations declare theirs in power_operations, row actions in row_rules."""
 
-from dataclasses import dataclass
+from collections.abc import Callable
 
+from instances.allowed import (
+    STOPPED_STATES,
+    YES,
+    Allowed,
+    local_check,
+    require,
+    role_check,
+    state_label,
+)
 from instances.backends import backend_available, backend_named, is_local_backend
-from instances.choices import POWER_TRANSITIONAL, PowerState, Role, RunStrategy
-from instances.errors import ActionRefused
+from instances.choices import POWER_TRANSITIONAL, PowerState, Role
 from instances.models import Instance
+from instances.power_operations import POWER_OPERATIONS
 
-
-@dataclass(frozen=True)
-class Allowed:
-    ok: bool
-    reason: str = ""
-
-    def __bool__(self) -> bool:
-        return self.ok
-
-
-YES = Allowed(True)
-STOPPED_STATES = (PowerState.STOPPED, PowerState.FAILED)
-
-
-def _role_check(role: Role | None, needed: Role) -> Allowed:
-    if role is None or not role.allows(needed):
-        return Allowed(False, f"Needs the {needed.label.lower()} role.")
-    return YES
-
-
-def _state_label(instance: Instance) -> str:
-    return instance.get_power_state_display().lower()
-
-
-def _power_check(instance: Instance, role: Role | None) -> Allowed:
-    """Any backend the console has (qemu, and aws once provisioning registered it) powers its
-    machines on and off."""
-    if not (allowed := _role_check(role, Role.OPERATOR)):
-        return allowed
-    if not backend_available(instance.backend):
-        return Allowed(
-            False, f"Power operations on {instance.backend} instances are not available yet."
-        )
-    return YES
-
-
-def _local_check(instance: Instance) -> Allowed:
-    """Disks, interfaces and run strategies are the console's only for machines on its own
-    hosts; a cloud VM (backend aws) belongs to the provisioning job that made it."""
-    if is_local_backend(instance.backend):
-        return YES
-    return Allowed(
-        False,
-        f"The disks, network interfaces and run strategy of {instance.backend} instances are "
-        "set by their provisioning job, not here.",
-    )
-
-
-def start(instance: Instance, role: Role | None) -> Allowed:
-    if not (allowed := _power_check(instance, role)):
-        return allowed
-    if instance.start_refusal:
-        return Allowed(False, instance.start_refusal)
-    if instance.run_strategy == RunStrategy.HALTED:
-        return Allowed(False, "The run strategy is Halted: change it before starting.")
-    if instance.power_state not in STOPPED_STATES:
-        return Allowed(False, f"The instance is {_state_label(instance)}.")
-    return YES
-
-
-def _running_only(instance: Instance, role: Role | None) -> Allowed:
-    if not (allowed := _power_check(instance, role)):
-        return allowed
-    if instance.power_state != PowerState.RUNNING:
-        return Allowed(False, f"The instance is {_state_label(instance)}.")
-    return YES
-
-
-def shutdown(instance: Instance, role: Role | None) -> Allowed:
-    if not (allowed := _running_only(instance, role)):
-        return allowed
-    if instance.stop_refusal:
-        return Allowed(False, instance.stop_refusal)
-    return YES
-
-
-def force_stop(instance: Instance, role: Role | None) -> Allowed:
-    if not (allowed := _power_check(instance, role)):
-        return allowed
-    if instance.power_state in STOPPED_STATES:
-        return Allowed(False, f"The instance is {_state_label(instance)}.")
-    if instance.stop_refusal:
-        return Allowed(False, instance.stop_refusal)
-    return YES
+__all__ = ["STOPPED_STATES", "YES", "Allowed", "require"]
 
 
 def delete(instance: Instance, role: Role | None) -> Allowed:
-    if not (allowed := _role_check(role, Role.ADMIN)):
+    if not (allowed := role_check(role, Role.ADMIN)):
         return allowed
     if not is_local_backend(instance.backend):
         return Allowed(
@@ -109,12 +36,12 @@ def delete(instance: Instance, role: Role | None) -> Allowed:
 
 def configure(instance: Instance, role: Role | None) -> Allowed:
     """Change the run strategy, add disks and NICs, set links."""
-    if not (allowed := _role_check(role, Role.OPERATOR)):
+    if not (allowed := role_check(role, Role.OPERATOR)):
         return allowed
-    if not (allowed := _local_check(instance)):
+    if not (allowed := local_check(instance)):
         return allowed
     if instance.power_state in POWER_TRANSITIONAL:
-        return Allowed(False, f"Wait until the instance is no longer {_state_label(instance)}.")
+        return Allowed(False, f"Wait until the instance is no longer {state_label(instance)}.")
     return YES
 
 
@@ -140,24 +67,15 @@ def revert_disk(instance: Instance, role: Role | None) -> Allowed:
 
 def manage(role: Role | None) -> Allowed:
     """Create and remove project resources: subnets, SSH keys, disks, Elastic IPs."""
-    return _role_check(role, Role.OPERATOR)
-
-
-def require(allowed: Allowed) -> None:
-    """Services call this: a refused action raises with the reason the button shows."""
-    if not allowed:
-        raise ActionRefused(allowed.reason)
+    return role_check(role, Role.OPERATOR)
 
 
 def view_password(instance: Instance, role: Role | None) -> Allowed:
-    return _role_check(role, Role.ADMIN)
+    return role_check(role, Role.ADMIN)
 
 
-RULES = {
-    "start": start,
-    "shutdown": shutdown,
-    "force_stop": force_stop,
-    "restart": _running_only,
+RULES: dict[str, Callable[[Instance, Role | None], Allowed]] = {
+    **{operation.name: operation.rule for operation in POWER_OPERATIONS},
     "delete": delete,
     "configure": configure,
     "detach_disk": detach_disk,
@@ -192,32 +110,32 @@ def _console_backend_check(instance: Instance) -> Allowed:
 
 def console(instance: Instance, role: Role | None) -> Allowed:
     """Open a console of a running instance; viewers watch it read-only."""
-    if not (allowed := _role_check(role, Role.VIEWER)):
+    if not (allowed := role_check(role, Role.VIEWER)):
         return allowed
     if not (allowed := _console_backend_check(instance)):
         return allowed
     if instance.power_state not in CONSOLE_STATES:
-        return Allowed(False, f"The instance is {_state_label(instance)}: start it first.")
+        return Allowed(False, f"The instance is {state_label(instance)}: start it first.")
     return YES
 
 
 def console_interactive(instance: Instance, role: Role | None) -> Allowed:
     """Type into a console, and take the keyboard over from another operator."""
-    if not (allowed := _role_check(role, Role.OPERATOR)):
+    if not (allowed := role_check(role, Role.OPERATOR)):
         return allowed
     return console(instance, role)
 
 
 def serial_log(instance: Instance, role: Role | None) -> Allowed:
     """Download everything the guest printed on its serial port (kept across power-offs)."""
-    if not (allowed := _role_check(role, Role.VIEWER)):
+    if not (allowed := role_check(role, Role.VIEWER)):
         return allowed
     return _console_backend_check(instance)
 
 
 def console_recordings(instance: Instance, role: Role | None) -> Allowed:
     """Replay or download the asciicast recordings of console sessions."""
-    return _role_check(role, Role.ADMIN)
+    return role_check(role, Role.ADMIN)
 
 
 CONSOLE_RULES = {

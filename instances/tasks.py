@@ -15,14 +15,8 @@ from django.db import close_old_connections
 from instances.backends import LOCAL_BACKENDS
 from instances.backends.base import BackendError
 from instances.models import Instance
-from instances.services import (
-    guest_reports,
-    host_work,
-    machines,
-    power,
-    reconciler,
-    snapshot_work,
-)
+from instances.power_operations import POWER, POWER_OPERATIONS, PowerOperation
+from instances.services import guest_reports, host_work, machines, reconciler, snapshot_work
 
 log = logging.getLogger(__name__)
 
@@ -76,10 +70,10 @@ class PowerTask(HostTask):
     """A power operation on one instance: its id, then the time of the request's claim (absent
     in the reconciler's restarts). An unexpected error settles the instance at once."""
 
-    action = ""  # a key of services.power.OPERATIONS
+    action = ""  # a key of instances.power_operations.POWER
 
     def on_failure(self, exc, task_id, args, kwargs, einfo):  # type: ignore[no-untyped-def]
-        _, transitional, _ = power.OPERATIONS[self.action]
+        transitional = POWER[self.action].transitional
         claimed_at = args[1] if len(args) > 1 else None
         message = exc.message if isinstance(exc, BackendError) else ""
         close_old_connections()  # the error may have been the database's; Celery's close is later
@@ -89,24 +83,18 @@ class PowerTask(HostTask):
             log.exception("settling instance %s after its failed %s", args[0], self.action)
 
 
-@shared_task(name="instances.machine_start", base=PowerTask, action="start")
-def machine_start(instance_id: int, claimed_at: str | None = None) -> None:
-    machines.machine_start(instance_id, claimed_at)
+def _power_task(operation: PowerOperation) -> Task:
+    """The host task of one power operation: machines.machine_<name>."""
+    work = getattr(machines, f"machine_{operation.name}")
+
+    def run(instance_id: int, claimed_at: str | None = None) -> None:
+        work(instance_id, claimed_at)
+
+    run.__name__ = run.__qualname__ = f"machine_{operation.name}"
+    return shared_task(name=operation.task, base=PowerTask, action=operation.name)(run)
 
 
-@shared_task(name="instances.machine_shutdown", base=PowerTask, action="shutdown")
-def machine_shutdown(instance_id: int, claimed_at: str | None = None) -> None:
-    machines.machine_shutdown(instance_id, claimed_at)
-
-
-@shared_task(name="instances.machine_force_stop", base=PowerTask, action="force_stop")
-def machine_force_stop(instance_id: int, claimed_at: str | None = None) -> None:
-    machines.machine_force_stop(instance_id, claimed_at)
-
-
-@shared_task(name="instances.machine_restart", base=PowerTask, action="restart")
-def machine_restart(instance_id: int, claimed_at: str | None = None) -> None:
-    machines.machine_restart(instance_id, claimed_at)
+POWER_TASKS = {operation.name: _power_task(operation) for operation in POWER_OPERATIONS}
 
 
 class DeviceTask(HostTask):

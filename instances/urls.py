@@ -1,6 +1,15 @@
 from django.urls import path
 
-from instances.views import catalog, components, consoles, instances, projects
+from instances.views import (
+    catalog,
+    consoles,
+    details,
+    instances,
+    networking,
+    power,
+    projects,
+    storage,
+)
 
 P = "projects/<slug:project_slug>/"
 INSTANCE = P + "instances/<int:pk>/"
@@ -14,14 +23,14 @@ urlpatterns = [
     path(
         P + "instances/new/<str:kind>-row/", instances.instance_form_row, name="instance-form-row"
     ),
-    path(INSTANCE, instances.instance_detail, name="instance-detail"),
+    path(INSTANCE, details.instance_detail, name="instance-detail"),
     path(INSTANCE + "row/", instances.instance_row, name="instance-row"),
-    path(INSTANCE + "power/", instances.instance_power_panel, name="instance-power-panel"),
-    path(INSTANCE + "power/<str:action>/", instances.instance_power, name="instance-power"),
+    path(INSTANCE + "power/", power.instance_power_panel, name="instance-power-panel"),
+    path(INSTANCE + "power/<str:action>/", power.instance_power, name="instance-power"),
     path(INSTANCE + "run-strategy/", instances.instance_run_strategy, name="instance-run-strategy"),
     path(INSTANCE + "delete/", instances.instance_delete_view, name="instance-delete"),
-    path(INSTANCE + "disks/<str:action>/", components.disk_action, name="instance-disk-action"),
-    path(INSTANCE + "nics/<str:action>/", components.nic_action, name="instance-nic-action"),
+    path(INSTANCE + "disks/<str:action>/", storage.disk_action, name="instance-disk-action"),
+    path(INSTANCE + "nics/<str:action>/", networking.nic_action, name="instance-nic-action"),
     path(INSTANCE + "console/<str:kind>/", consoles.console_page, name="instance-console"),
     path(
         INSTANCE + "console/<str:kind>/ticket/",

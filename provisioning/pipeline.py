@@ -126,7 +126,7 @@ def append_steps(job: ProvisioningJob, phase: str, config: InfraConfig) -> list[
 
 def queue_advance(job_id: int) -> None:
     """Queue the job's next step once the surrounding transaction has committed."""
-    from zopday.celery import send_on_commit
+    from instances.services.queueing import send_on_commit
 
     send_on_commit("provisioning.advance", job_id, queue=settings.ZOPDAY_PROVISIONING_QUEUE)
 

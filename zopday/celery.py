@@ -4,7 +4,6 @@ import os
 import socket
 
 from celery import Celery, signals
-from django.db import transaction
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "zopday.settings")
 
@@ -48,15 +47,6 @@ def close_old_connections(**kwargs: object) -> None:
     from django.db import close_old_connections
 
     close_old_connections()
-
-
-def send_on_commit(task_name: str, *args: object, queue: str, countdown: float = 0) -> None:
-    """Send a task by name once the surrounding transaction has committed (at once outside one),
-    so the worker reads what the caller wrote. Nobody waits for its result."""
-    options = {"countdown": countdown} if countdown else {}
-    transaction.on_commit(
-        lambda: app.send_task(task_name, args=args, queue=queue, ignore_result=True, **options)
-    )
 
 
 @app.task(name="zopday.ping", ignore_result=False)

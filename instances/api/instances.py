@@ -4,8 +4,6 @@ Power actions only claim the transition (the instance answers in its transitiona
 the work runs on the instance's host once the request has committed.
 """
 
-from collections.abc import Callable
-
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest
@@ -28,6 +26,7 @@ from instances.api.schemas import (
 )
 from instances.choices import Role
 from instances.models import Instance
+from instances.power_operations import POWER_OPERATIONS, PowerOperation
 from instances.services import power
 from instances.services.instances import (
     INSTANCE_FIELDS,
@@ -124,36 +123,24 @@ def _set_run_strategy(
     return _instances().get(pk=instance.pk)
 
 
-POWER = {202: InstanceDetailOut, **REFUSALS}
+POWER_RESPONSES = {202: InstanceDetailOut, **REFUSALS}
 
 
-@router.post("/projects/{slug}/instances/{instance_id}/start", response=POWER)
-def instance_start(request: HttpRequest, slug: Slug, instance_id: Id) -> Status:
-    """Power on a stopped or failed instance."""
-    return _power(request, slug, instance_id, power.instance_start)
+def _power_route(operation: PowerOperation) -> None:
+    """POST /projects/{slug}/instances/{instance_id}/<path>: claim the operation, answer 202."""
+
+    def view(request: HttpRequest, slug: Slug, instance_id: Id) -> Status:
+        instance = object_for(Instance, request, slug, instance_id, Role.OPERATOR)
+        power.instance_power(instance=instance, actor=request_user(request), operation=operation)
+        return Status(202, _instances().get(pk=instance.pk))
+
+    view.__name__ = f"instance_{operation.name}"
+    router.post(
+        f"/projects/{{slug}}/instances/{{instance_id}}/{operation.path}",
+        response=POWER_RESPONSES,
+        description=operation.summary,
+    )(view)
 
 
-@router.post("/projects/{slug}/instances/{instance_id}/shutdown", response=POWER)
-def instance_shutdown(request: HttpRequest, slug: Slug, instance_id: Id) -> Status:
-    """ACPI shutdown: the guest powers itself off cleanly."""
-    return _power(request, slug, instance_id, power.instance_shutdown)
-
-
-@router.post("/projects/{slug}/instances/{instance_id}/force-stop", response=POWER)
-def instance_force_stop(request: HttpRequest, slug: Slug, instance_id: Id) -> Status:
-    """Cut the power at once, for an unresponsive guest."""
-    return _power(request, slug, instance_id, power.instance_force_stop)
-
-
-@router.post("/projects/{slug}/instances/{instance_id}/restart", response=POWER)
-def instance_restart(request: HttpRequest, slug: Slug, instance_id: Id) -> Status:
-    """Reboot a running instance."""
-    return _power(request, slug, instance_id, power.instance_restart)
-
-
-def _power(
-    request: HttpRequest, slug: str, instance_id: int, service: Callable[..., None]
-) -> Status:
-    instance = object_for(Instance, request, slug, instance_id, Role.OPERATOR)
-    service(instance=instance, actor=request_user(request))
-    return Status(202, _instances().get(pk=instance.pk))
+for _operation in POWER_OPERATIONS:
+    _power_route(_operation)

@@ -8,7 +8,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from instances import actions
+from instances import actions, row_rules
 from instances.access import project_role
 from instances.backends.base import MAX_PCI_DEVICES
 from instances.choices import CarrierState, IpMode, LinkState, NicModel, PowerState
@@ -160,14 +160,7 @@ def nic_add(
 
 def nic_remove(*, nic: NetworkInterface, actor: AbstractBaseUser) -> None:
     instance = nic.instance
-    actions.require(actions.configure(instance, project_role(actor, instance.project)))
-    if nic.primary:
-        raise ActionRefused(
-            f"{nic.name} is the primary interface: an instance keeps it. Take its link down, "
-            "or change its subnet by creating the instance anew."
-        )
-    if instance.power_state != PowerState.STOPPED:
-        raise ActionRefused("Stop the instance before removing an interface.")
+    actions.require(row_rules.nic_remove(nic, project_role(actor, instance.project)))
     with transaction.atomic():
         audit_record(actor=actor, action="nic.remove", project=instance.project, target=nic)
         nic.delete()

@@ -1,4 +1,8 @@
+"""Queueing work for the workers once the caller's transaction has committed."""
+
+from celery import current_app
 from django.conf import settings
+from django.db import transaction
 
 from instances.backends import is_local_backend
 from instances.models import Instance
@@ -15,8 +19,6 @@ def host_queue(instance: Instance) -> str:
 def enqueue_on_host(host: str, task_name: str, *args: object) -> None:
     """Send node work that belongs to no instance (a free disk's file) to that host's queue once
     the surrounding transaction has committed."""
-    from zopday.celery import send_on_commit
-
     send_on_commit(task_name, *args, queue=f"host.{host}")
 
 
@@ -25,6 +27,15 @@ def enqueue_host_task(
 ) -> None:
     """Send the task once the surrounding transaction has committed (to run `countdown`
     seconds later, if given)."""
-    from zopday.celery import send_on_commit
-
     send_on_commit(task_name, *args, queue=host_queue(instance), countdown=countdown)
+
+
+def send_on_commit(task_name: str, *args: object, queue: str, countdown: float = 0) -> None:
+    """Send a task by name once the surrounding transaction has committed (at once outside one),
+    so the worker reads what the caller wrote. Nobody waits for its result."""
+    options = {"countdown": countdown} if countdown else {}
+    transaction.on_commit(
+        lambda: current_app.send_task(
+            task_name, args=args, queue=queue, ignore_result=True, **options
+        )
+    )

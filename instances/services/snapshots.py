@@ -11,31 +11,23 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from instances import actions
+from instances import actions, row_rules
 from instances.access import project_role
-from instances.choices import DiskRole, SnapshotState
+from instances.choices import SnapshotState
 from instances.errors import ActionRefused
 from instances.models import Disk, DiskSnapshot, Instance
+from instances.row_rules import SNAPSHOT_BUSY as BUSY
+from instances.row_rules import SNAPSHOT_ROLES
 from instances.services.audit import audit_record
 from instances.services.queueing import enqueue_host_task
 from instances.validators import validate_dns_label
-
-SNAPSHOT_ROLES = (DiskRole.ROOT, DiskRole.SECONDARY)
-BUSY: dict[str, str] = {
-    SnapshotState.TAKING: "is being taken",
-    SnapshotState.REVERTING: "is being reverted to",
-    SnapshotState.DELETING: "is being deleted",
-}
 
 
 def disk_snapshot(*, disk: Disk, actor: AbstractBaseUser, name: str) -> DiskSnapshot:
     """Snapshot a disk; the guest's filesystems are frozen around it when it runs. The name of
     a failed snapshot retries it: the host counts one QEMU finished late as taken."""
-    if disk.instance is None:
-        raise ActionRefused("Attach the disk to an instance to snapshot it.")
-    actions.require(actions.configure(disk.instance, project_role(actor, disk.project)))
-    if disk.role not in SNAPSHOT_ROLES:
-        raise ValidationError({"disk": "Only root and secondary disks have snapshots."})
+    actions.require(row_rules.disk_snapshot(disk, project_role(actor, disk.project)))
+    assert disk.instance is not None  # the rule refuses a free disk's
     _check_name(name)
     with transaction.atomic():
         snapshot = _reserve(disk, name)
@@ -98,13 +90,9 @@ def disk_snapshot_revert(
     """Bring a stopped instance's disk back to a ready snapshot, on its host; the instance
     cannot start until it is done. What the disk held since is lost: it needs a confirmation."""
     disk = snapshot.disk
-    if disk.instance is None:
-        raise ActionRefused("Attach the disk to an instance to revert it to a snapshot.")
     role = project_role(actor, disk.project)
-    actions.require(actions.revert_disk(disk.instance, role))
-    if snapshot.state == SnapshotState.FAILED:
-        raise ActionRefused(f"Snapshot {snapshot.name} failed; retry it first.")
-    _require_not_busy(snapshot)
+    actions.require(row_rules.snapshot_revert(snapshot, role))
+    assert disk.instance is not None  # the rule refuses a free disk's
     if not confirm:
         raise ActionRefused(
             f"Reverting {disk.name} to {snapshot.name} discards everything written to it since "
@@ -130,10 +118,8 @@ def disk_snapshot_delete(*, snapshot: DiskSnapshot, actor: AbstractBaseUser) -> 
     then it reads Deleting and keeps its name). A failed one goes too, with whatever QEMU
     wrote of it late."""
     disk = snapshot.disk
-    if disk.instance is None:
-        raise ActionRefused("Attach the disk to an instance to delete its snapshots.")
-    actions.require(actions.configure(disk.instance, project_role(actor, disk.project)))
-    _require_not_busy(snapshot)
+    actions.require(row_rules.snapshot_delete(snapshot, project_role(actor, disk.project)))
+    assert disk.instance is not None  # the rule refuses a free disk's
     with transaction.atomic():
         _claim(snapshot, (SnapshotState.READY, SnapshotState.FAILED), SnapshotState.DELETING)
         audit_record(

@@ -5,7 +5,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import F, Q
 
-from instances import actions
+from instances import actions, row_rules
 from instances.access import project_role
 from instances.backends import is_local_backend
 from instances.backends.base import HOTPLUG_DISKS, MAX_PCI_DEVICES, MAX_SATA_DEVICES
@@ -15,14 +15,6 @@ from instances.models import Disk, Image, Instance, Project
 from instances.services.audit import audit_record
 from instances.services.queueing import enqueue_host_task, enqueue_on_host
 from instances.specs import effective_bus
-
-
-def _require_change(disk: Disk, actor: AbstractBaseUser) -> None:
-    """An attached disk changes with its instance's rules, a free one with the project's."""
-    role = project_role(actor, disk.project)
-    actions.require(
-        actions.configure(disk.instance, role) if disk.instance else actions.manage(role)
-    )
 
 
 @transaction.atomic
@@ -197,13 +189,7 @@ def disk_detach(*, disk: Disk, actor: AbstractBaseUser) -> None:
     if instance is None:
         raise ActionRefused(f"{disk.name} is not attached.")
     role = project_role(actor, instance.project)
-    actions.require(actions.configure(instance, role))
-    if disk.role == DiskRole.ROOT:  # whatever the instance's state: it is never detached
-        raise ActionRefused(
-            f"{disk.name} is {instance.name}'s root disk, which stays with it: snapshot it, or "
-            "delete the instance."
-        )
-    actions.require(actions.detach_disk(instance, role))
+    actions.require(row_rules.disk_detach(disk, role))
     with transaction.atomic():
         _lock_power_state(instance)
         actions.require(actions.detach_disk(instance, role))
@@ -235,11 +221,7 @@ def disk_delete(*, disk: Disk, actor: AbstractBaseUser) -> None:
 def disk_resize(*, disk: Disk, actor: AbstractBaseUser, size_gb: int) -> None:
     """Grow a disk (shrinking would destroy data, so it is refused)."""
     role = project_role(actor, disk.project)
-    actions.require(
-        actions.configure(disk.instance, role) if disk.instance else actions.manage(role)
-    )
-    if disk.role not in (DiskRole.ROOT, DiskRole.SECONDARY):
-        raise ValidationError({"size_gb": "Only root and secondary disks can be resized."})
+    actions.require(row_rules.disk_resize(disk, role))
     if size_gb <= disk.size_gb:
         raise ValidationError(
             {"size_gb": f"Disks can only grow: enter more than the current {disk.size_gb} GB."}
@@ -272,16 +254,15 @@ def cdrom_eject(*, disk: Disk, actor: AbstractBaseUser) -> None:
 
 
 def _change_media(disk: Disk, actor: AbstractBaseUser, image: Image | None) -> None:
-    if disk.role != DiskRole.CDROM:
-        raise ValidationError({"disk": f"{disk.name} is not a CD-ROM drive."})
+    role = project_role(actor, disk.project)
+    allowed = row_rules.cdrom_change(disk, role)
+    if allowed.field:  # not a CD-ROM drive: the request's mistake, said first
+        actions.require(allowed)
     if image is not None and image.kind != ImageKind.ISO:
         raise ValidationError({"image": f"{image.name} is not an ISO image."})
     if image is not None and image.project_id not in (None, disk.project_id):
         raise ValidationError({"image": "Choose an ISO of this project or a shared one."})
-    role = project_role(actor, disk.project)
-    actions.require(
-        actions.configure(disk.instance, role) if disk.instance else actions.manage(role)
-    )
+    actions.require(allowed)
     with transaction.atomic():
         disk.image = image
         disk.save(update_fields=["image"])

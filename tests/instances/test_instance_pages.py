@@ -704,7 +704,7 @@ def test_only_secondary_interfaces_offer_remove(client_for, instance, project, o
 def test_the_overview_shows_how_to_ssh_to_the_instance(
     client_for, instance, project, monkeypatch, mode
 ):
-    from instances.views import instances as views
+    from instances.views import details as views
 
     monkeypatch.setattr(views, "_network_mode", lambda _: mode)
     url = reverse("instance-detail", args=[project.slug, instance.pk])

@@ -154,7 +154,7 @@ def test_an_error_the_task_did_not_expect_settles_the_instance_at_once(scripted)
     backend, instance = scripted([RuntimeError("a bug"), True])  # the backend then reads running
     instance.refresh_from_db()
     claim = instance.state_changed_at.isoformat()
-    assert tasks.machine_shutdown.apply(args=[instance.pk, claim]).failed()
+    assert tasks.POWER_TASKS["shutdown"].apply(args=[instance.pk, claim]).failed()
     assert backend.withdrawals == 1
     instance.refresh_from_db()
     assert instance.power_state == PowerState.RUNNING  # not Stopping until the reconciler's turn
