@@ -1,6 +1,7 @@
 """Bodies of disks and their snapshots."""
 
 from datetime import datetime
+from typing import Annotated
 
 from ninja import Field, Schema
 
@@ -10,17 +11,19 @@ from instances.choices import (
     DiskRole,
     SnapshotState,
 )
+from instances.create_fields import OnForm
 from instances.models import Disk
 
 
+# A disk row of the create form too (forms.DiskRowForm)
 class DiskIn(In):
     """A disk created with an instance."""
 
-    size_gb: Number
+    size_gb: Annotated[Number, OnForm(label="Size (GB)", min_value=1, initial=1)]
     role: DiskRole = DiskRole.SECONDARY
     image: Id | None = None
-    bus: DiskBus = DiskBus.AUTO
-    name: Text = ""
+    bus: Annotated[DiskBus, OnForm()] = DiskBus.AUTO
+    name: Annotated[Text, OnForm(max_length=63, help_text="Optional")] = ""
     boot_order: Number | None = None
 
 

@@ -1,7 +1,9 @@
 """Bodies of instances: the create request, filters, and what an instance looks like."""
 
 from datetime import datetime
+from typing import Annotated
 
+from django import forms
 from ninja import Field, Schema
 
 from instances.access import project_role
@@ -10,6 +12,8 @@ from instances.api.schemas.base import Id, In, Number, Text
 from instances.api.schemas.disks import DiskIn, DiskOut
 from instances.api.schemas.network import NicIn, NicOut
 from instances.choices import (
+    MEMORY_GB_CHOICES,
+    VCPU_CHOICES,
     Bootloader,
     DiskBus,
     LastExit,
@@ -17,31 +21,43 @@ from instances.choices import (
     RunStrategy,
     UserDataMode,
 )
+from instances.create_fields import OnForm, zone_choices
 from instances.models import Disk, GuestReport, Instance, NetworkInterface
+from instances.validators import USER_DATA_MAX_BYTES
 
 
+# An instance's create fields, declared once: the create form takes the ones marked OnForm
+# (create_fields.py), the manifests extend the class, and InstanceRequest is checked against it.
 class InstanceIn(In):
     """The same fields as the create form (services.instances.InstanceRequest)."""
 
-    name: Text
-    zone: Text
+    name: Annotated[Text, OnForm(max_length=63, help_text="Also the guest's hostname.")]
+    zone: Annotated[Text, OnForm(choices=zone_choices)]
     root_image: Id | None = Field(
         None, description="None: a blank root disk, to install from a CD-ROM among the disks."
     )
-    root_size_gb: Number
-    root_bus: DiskBus = DiskBus.AUTO
-    run_strategy: RunStrategy = RunStrategy.MANUAL
-    vcpus: Number = 1
-    memory_gb: Number = 1
-    sockets: Number | None = None
-    cores: Number | None = None
-    threads: Number | None = None
-    bootloader: Bootloader = Bootloader.BIOS
-    secure_boot: bool = False
-    persistent_efi: bool = False
-    vtpm: bool = False
-    user_data_mode: UserDataMode = UserDataMode.DEFAULT
-    custom_user_data: Text = ""
+    root_size_gb: Annotated[Number, OnForm(label="Root disk size (GB)", min_value=1, initial=1)]
+    root_bus: Annotated[DiskBus, OnForm(label="Root disk bus")] = DiskBus.AUTO
+    run_strategy: Annotated[RunStrategy, OnForm(widget=forms.RadioSelect)] = RunStrategy.MANUAL
+    vcpus: Annotated[Number, OnForm(label="vCPU", choices=[(n, n) for n in VCPU_CHOICES])] = 1
+    memory_gb: Annotated[
+        Number, OnForm(label="RAM (GB)", choices=[(n, n) for n in MEMORY_GB_CHOICES])
+    ] = 1
+    sockets: Annotated[Number | None, OnForm(min_value=1, max_value=32)] = None
+    cores: Annotated[Number | None, OnForm(min_value=1, max_value=32)] = None
+    threads: Annotated[Number | None, OnForm(min_value=1, max_value=32)] = None
+    bootloader: Annotated[Bootloader, OnForm()] = Bootloader.BIOS
+    secure_boot: Annotated[bool, OnForm()] = False
+    persistent_efi: Annotated[bool, OnForm(label="Persistent EFI")] = False
+    vtpm: Annotated[bool, OnForm(label="vTPM 2.0")] = False
+    user_data_mode: Annotated[UserDataMode, OnForm(widget=forms.RadioSelect)] = UserDataMode.DEFAULT
+    custom_user_data: Annotated[
+        Text,
+        OnForm(
+            widget=forms.Textarea(attrs={"rows": 8, "spellcheck": "false"}),
+            help_text=f"At most {USER_DATA_MAX_BYTES // 1024} KiB, the most clouds accept.",
+        ),
+    ] = ""
     ssh_keys: list[Id] = []
     disks: list[DiskIn] = []
     nics: list[NicIn] = Field([], description="eth0 first; at least one.")

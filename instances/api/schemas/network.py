@@ -1,7 +1,7 @@
 """Bodies of network interfaces and Elastic IPs."""
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 from ninja import Field, Schema
 
@@ -12,15 +12,23 @@ from instances.choices import (
     LinkState,
     NicModel,
 )
+from instances.create_fields import OnForm
 from instances.models import ElasticIP, NetworkInterface
+from instances.validators import validate_mac
 
 
+# An interface row of the create form too (forms.NicRowForm)
 class NicIn(In):
     subnet: Id
-    ipv4: Text = Field("", description="Static address; empty for the next free one.")
-    ipv6: Text = ""
-    mac: Text = Field("", description="Colon notation; empty for a random one.")
-    model: NicModel = NicModel.VIRTIO
+    ipv4: Annotated[Text, OnForm(label="Static IPv4", help_text="Empty: automatic (IPAM)")] = Field(
+        "", description="Static address; empty for the next free one."
+    )
+    ipv6: Annotated[Text, OnForm(label="Static IPv6")] = ""
+    mac: Annotated[
+        Text,
+        OnForm(label="Static MAC", help_text="e.g. 52:54:00:12:34:56", validators=[validate_mac]),
+    ] = Field("", description="Colon notation; empty for a random one.")
+    model: Annotated[NicModel, OnForm()] = NicModel.VIRTIO
 
 
 class NicLinkIn(In):
