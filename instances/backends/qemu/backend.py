@@ -122,11 +122,8 @@ class QemuBackend(QemuDevices, QemuSnapshots):
         return True
 
     def shutdown(self, machine_id: str) -> None:
-        """Press the ACPI power button; the guest decides. The stop reads REQUESTED afterwards.
-
-        Just the press, the moment the monitor answers: QEMU ignores it for a guest that is off
-        already, and the wait for the power-off (or the next status read) finishes such a run,
-        recording the stop as asked for."""
+        """Press the ACPI power button and return; the guest decides. A guest off already ignores
+        the press, and the next status read records its stop as REQUESTED."""
         run = self._run_folder(machine_id)
         with run.lock():
             if not self._qemu_alive(run):

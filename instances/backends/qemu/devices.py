@@ -34,10 +34,8 @@ class QemuDevices(QemuRuns):
             return True
 
     def attach_disk(self, spec: MachineSpec, disk: DiskSpec) -> None:
-        """Create the disk; hotplug it when running (virtio only: SATA has no hotplug in QEMU).
-
-        Under the run lock: a start waits for it, and two hotplugs do not pick the same free
-        port. A retry after a timeout finds what the earlier attempt did and carries on."""
+        """Create the disk and hotplug it when running (virtio only: SATA has no hotplug), under
+        the run lock so two hotplugs never pick one port; a retry carries on where one stopped."""
         disk = self._resolve_disk(disk)
         run = self._run_folder(spec.id)
         with run.lock():

@@ -1,21 +1,13 @@
 """The QEMU backend's base: its settings, and reading and ending a machine's runs.
 
-How a machine's status is read (status() and every action start from it):
-1. The pid file names a live QEMU (its command line names our run folder), or QEMU's own pid file
-   does (its launcher died before recording it: the run is taken over): ask QMP query-status.
-   - "running" (or paused, starting, ...) -> RUNNING, with boots and links.
-   - "shutdown": the guest powered off (QEMU stays thanks to -no-shutdown). The backend quits that
-     QEMU and records the exit: REQUESTED if shutdown()/force_stop() asked for a stop since the
-     start (they write a marker first), else GUEST_POWEROFF.
-   - "guest-panicked" (pvpanic) or "internal-error": quit and record CRASHED.
-2. No live process: the recorded exit kind; without one, REQUESTED if a stop was asked for, CRASHED
-   if the machine had been launched (killed, or QEMU died), NONE if it never was.
-Reading the status is lock-free and its side effects are idempotent; actions that change the
-process hold the run folder's lock.
-
-boots counts the resets of the current run: the kernel banners in serial.log since the start,
-minus the first, and at least the system_resets asked through restart(). links are what the
-backend set (the spec at start, then set_link): QEMU cannot be asked for them.
+How a status is read (lock-free, with idempotent side effects; actions hold the run lock):
+1. A live QEMU (the pid file's, or QEMU's own pid file's if its launcher died: taken over) is
+   asked query-status: running -> RUNNING; "shutdown" -> quit it and record REQUESTED if a stop
+   was asked for since the start, else GUEST_POWEROFF; "guest-panicked"/"internal-error" -> CRASHED.
+2. No live QEMU: the recorded exit; else REQUESTED if a stop was asked for, CRASHED if it had
+   been launched, nothing if never.
+`boots` counts kernel banners in serial.log since the start (minus the first), at least the
+resets restart() asked for; `links` are what the backend set, as QEMU cannot be asked.
 """
 
 import contextlib

@@ -21,21 +21,14 @@ class QemuSnapshots(QemuRuns):
     def snapshot_disks(
         self, machine_id: str, disks: Sequence[DiskSpec], snapshot_name: str
     ) -> bool:
-        """Internal qcow2 snapshots of the disks under one name. When running: one QMP
-        transaction (all of them or none), inside one guest fsfreeze (always thawed) if the
-        guest has an agent, else as a crash would leave the disks. Whether it was frozen.
-
-        A stopped machine's disk that has no file yet (its instance never started) gets it
-        first, as the machine's first start would make it: the snapshot is of the new disk.
-
-        Safe to retry: snapshots an earlier attempt took (its answer lost to a timeout) count
-        as taken, and a freeze it left behind is thawed. One snapshot at a time per machine, so
-        one's thaw never ends another's freeze."""
+        """Snapshot the disks under one name: when running, in one QMP transaction inside a
+        guest fsfreeze if it has an agent; whether it was frozen. Safe to retry (snapshots taken
+        count, a freeze left behind is thawed); one at a time per machine, so thaws never mix."""
         run = self._run_folder(machine_id)
         disk_names = [disk.name for disk in disks]
         with run.lock():  # a start waits for qemu-img
             if self._settle(run).power is Power.STOPPED:
-                for disk in disks:
+                for disk in disks:  # a never-started machine's disks: made as a start would
                     self._create_disk(run, self._resolve_disk(disk))
                 for path in [self._disk_file(run, name) for name in disk_names]:
                     if snapshot_name not in self.qemu_img.snapshots(path):
