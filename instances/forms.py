@@ -5,73 +5,34 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.db.models import Q, QuerySet
 
+from instances.api.schemas import DiskIn, InstanceIn, NicIn
 from instances.choices import (
-    MEMORY_GB_CHOICES,
     RUN_STRATEGY_HELP,
-    VCPU_CHOICES,
-    Bootloader,
-    DiskBus,
     DiskRole,
     ImageKind,
-    NicModel,
     OsType,
-    RunStrategy,
-    UserDataMode,
 )
+from instances.create_fields import form_fields_of, zone_choices
 from instances.models import Image, Instance, Project, SSHKey, Subnet
 from instances.services import ipam
-from instances.validators import USER_DATA_MAX_BYTES, validate_mac
 
 
 def images_for(project: Project, *kinds: str) -> QuerySet[Image]:
     return Image.objects.filter(Q(project=project) | Q(project=None), kind__in=kinds)
 
 
-def zone_choices() -> list[tuple[str, str]]:
-    from django.conf import settings
-
-    return [(zone, zone) for zone in settings.ZOPDAY_ZONES]
-
-
+@form_fields_of(InstanceIn)
 class InstanceForm(forms.Form):
-    # Basics
-    name = forms.CharField(max_length=63, help_text="Also the guest's hostname.")
-    zone = forms.ChoiceField(choices=zone_choices)
-    run_strategy = forms.ChoiceField(
-        choices=RunStrategy.choices, initial=RunStrategy.MANUAL, widget=forms.RadioSelect
-    )
-    # Size & topology
-    vcpus = forms.TypedChoiceField(
-        label="vCPU", choices=[(n, n) for n in VCPU_CHOICES], coerce=int, initial=1
-    )
-    memory_gb = forms.TypedChoiceField(
-        label="RAM (GB)", choices=[(n, n) for n in MEMORY_GB_CHOICES], coerce=int, initial=1
-    )
-    sockets = forms.IntegerField(required=False, min_value=1, max_value=32)
-    cores = forms.IntegerField(required=False, min_value=1, max_value=32)
-    threads = forms.IntegerField(required=False, min_value=1, max_value=32)
-    # Storage
+    """The create page: InstanceIn's fields, with pickers for the ids it takes."""
+
     root_image = forms.ModelChoiceField(
         queryset=Image.objects.none(),
         label="Root disk image",
         required=False,
         empty_label="None: a blank disk, installed from the CD-ROM",
     )
-    root_size_gb = forms.IntegerField(label="Root disk size (GB)", min_value=1, initial=1)
-    root_bus = forms.ChoiceField(
-        label="Root disk bus", choices=DiskBus.choices, initial=DiskBus.AUTO
-    )
     cdrom_image = forms.ModelChoiceField(
         queryset=Image.objects.none(), required=False, label="CD-ROM (ISO)", empty_label="No CD-ROM"
-    )
-    # Cloud-init & SSH keys
-    user_data_mode = forms.ChoiceField(
-        choices=UserDataMode.choices, initial=UserDataMode.DEFAULT, widget=forms.RadioSelect
-    )
-    custom_user_data = forms.CharField(
-        required=False,
-        widget=forms.Textarea(attrs={"rows": 8, "spellcheck": "false"}),
-        help_text=f"At most {USER_DATA_MAX_BYTES // 1024} KiB, the most clouds accept.",
     )
     ssh_keys = forms.ModelMultipleChoiceField(
         queryset=SSHKey.objects.none(),
@@ -79,11 +40,6 @@ class InstanceForm(forms.Form):
         label="SSH keys",
         widget=forms.CheckboxSelectMultiple,
     )
-    # Firmware & security
-    bootloader = forms.ChoiceField(choices=Bootloader.choices, initial=Bootloader.BIOS)
-    secure_boot = forms.BooleanField(required=False)
-    persistent_efi = forms.BooleanField(required=False, label="Persistent EFI")
-    vtpm = forms.BooleanField(required=False, label="vTPM 2.0")
 
     def __init__(self, *args: object, project: Project, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
@@ -95,21 +51,16 @@ class InstanceForm(forms.Form):
         self.run_strategy_help = RUN_STRATEGY_HELP
 
 
+@form_fields_of(DiskIn)
 class DiskRowForm(forms.Form):
-    size_gb = forms.IntegerField(label="Size (GB)", min_value=1, initial=1)
-    bus = forms.ChoiceField(choices=DiskBus.choices, initial=DiskBus.AUTO)
-    name = forms.CharField(required=False, max_length=63, help_text="Optional")
+    """A disk row of the create form: DiskIn's marked fields."""
 
 
+@form_fields_of(NicIn)
 class NicRowForm(forms.Form):
+    """An interface row of the create form: NicIn's marked fields and a subnet picker."""
+
     subnet = forms.ModelChoiceField(queryset=Subnet.objects.none(), empty_label=None)
-    ipv4 = forms.CharField(label="Static IPv4", required=False, help_text="Empty: automatic (IPAM)")
-    ipv6 = forms.CharField(label="Static IPv6", required=False)
-    mac = forms.CharField(
-        label="Static MAC", required=False, help_text="e.g. 52:54:00:12:34:56",
-        validators=[validate_mac],
-    )  # fmt: skip
-    model = forms.ChoiceField(choices=NicModel.choices, initial=NicModel.VIRTIO)
 
     def __init__(self, *args: object, project: Project, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]

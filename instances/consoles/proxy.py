@@ -6,7 +6,7 @@ touched:
 2. the ticket (subprotocol `zopday.ticket.<ticket>`, or else the first message) must be claimed
    for the user of the browser's Django session, this instance and this kind (sessions.py);
    a refused websocket is closed with code 4403 and the reason.
-Then the session is bridged (bridges.py) and, when it ends, its audit record is completed and
+Then the session is bridged (bridges/) and, when it ends, its audit record is completed and
 its recording finished. The database is only reached through `sync_to_async`.
 
 Subprotocols: `binary` (noVNC) and `zopday.console` (our terminal page) are chosen when offered;

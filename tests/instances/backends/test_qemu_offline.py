@@ -563,7 +563,7 @@ def test_a_status_read_during_a_starts_bookkeeping_leaves_the_new_run_alone(fake
 
 def test_a_free_disk_resized_meanwhile_grows_when_a_machine_takes_it(short_dir):
     from instances.backends.base import DiskSpec, MachineSpec
-    from instances.backends.qemu.backend import GIB
+    from instances.backends.qemu.images import GIB
 
     backend = QemuBackend(short_dir, network_mode="user")
     machine = MachineSpec("i-1", "web-1", vcpus=1, sockets=1, cores=1, threads=1, memory_mb=1024)

@@ -1,164 +1,37 @@
-"""Bridges between admitted websockets and the backends' console sockets.
+"""Terminal consoles (serial, exec): QEMU's chardev sockets take one client at a time, so one
+TerminalHub per machine and kind fans its output out to every viewer. One viewer at a time holds
+the keyboard (the first interactive one, or whoever sends "take"); others' bytes are dropped.
 
-Terminals (serial, exec): QEMU's chardev sockets accept one client at a time, so the proxy
-holds one connection per machine and console kind, a TerminalHub, and fans its output out to
-every viewer. One viewer at a time holds the keyboard: the first interactive viewer gets it, an
-other interactive viewer gets it by an explicit "take" message, read-only viewers never do, and
-bytes from anyone else are dropped before they reach the backend. A viewer who joins late first
-gets recent output, then live bytes, without a gap or a repeat: what the hub itself delivered
-(an in-memory ring), after the tail of the serial log from before the hub started, for serial.
-
-VNC: QEMU's VNC server takes many clients, so each session has its own backend connection, with
-the client's bytes passed through rfb.ClientFilter (read-only sessions send no input).
-
-Websocket messages of terminal sessions: binary frames carry terminal bytes both ways; text
-frames carry JSON control messages. From the browser: {"type": "take"}, {"type": "resize",
-"cols": C, "rows": R} and {"type": "ping"} (answered with "pong"). From the proxy: "hello"
-(who holds the keyboard, where the history starts), "keyboard", "viewers", "error" and "closed".
+Websocket messages: binary frames carry terminal bytes both ways, text frames JSON: from the
+browser "take", "resize" (cols, rows) and "ping"; from the proxy "hello" (keyboard, history
+start), "keyboard", "viewers", "error", "closed" and "pong".
 """
 
 import asyncio
 import contextlib
 import json
-import logging
 import secrets
 from collections.abc import Callable
 from pathlib import Path
 
 from websockets.asyncio.server import ServerConnection, broadcast
 from websockets.exceptions import ConnectionClosed
-from websockets.frames import Frame, Opcode
-from websockets.protocol import Event
 
 from instances.consoles.recording import Recorder
-from instances.consoles.rfb import ClientFilter, RfbError
 from instances.consoles.sessions import Admission
 
-log = logging.getLogger("zopday.consoleproxy")
+from .links import (
+    CLOSE_BACKEND_GONE,
+    BackendLink,
+    ConsoleConnection,
+    OutputPump,
+    close_reason,
+    open_link,
+)
 
-BACKEND_WRITE_LIMIT = 1 << 20
-SLOW_VIEWER_SECONDS = 10  # a viewer whose buffer stays full this long is dropped, not waited for
-CLOSE_BACKEND_GONE = 4410  # the browser reconnects with a fresh ticket, after a pause
 # Serial hubs line the socket's bytes up with the serial log (TerminalHub._align).
 ALIGN_BYTES, ALIGN_SECONDS, ALIGN_SEARCH_BYTES = 256, 0.05, 1 << 20
 ALIGN_RETRY_SECONDS, ALIGN_RETRIES = 0.01, 100  # QEMU logs what it sent just after sending it
-
-
-class Unavailable(Exception):
-    """The backend's console socket cannot be reached (the machine is not running)."""
-
-
-class BackendLink(asyncio.Protocol):
-    """The proxy's end of one backend console socket, with write flow control."""
-
-    def __init__(self, on_data: Callable[[bytes], None], on_closed: Callable[[], None]) -> None:
-        self.on_data = on_data
-        self.on_closed = on_closed
-        self.transport: asyncio.Transport | None = None
-        self.paused = False
-        self.closed = False
-        self._on_resume: list[Callable[[], None]] = []
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        transport.set_write_buffer_limits(high=BACKEND_WRITE_LIMIT)
-
-    def data_received(self, data: bytes) -> None:
-        self.on_data(data)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        self.resume_writing()
-        self.on_closed()
-
-    def pause_writing(self) -> None:
-        self.paused = True
-
-    def resume_writing(self) -> None:
-        self.paused = False
-        callbacks, self._on_resume = self._on_resume, []
-        for callback in callbacks:
-            callback()
-
-    def write(self, data: bytes, sender: ServerConnection) -> None:
-        """Write, and stop reading the sender's websocket while the backend is behind."""
-        if self.transport is None or self.closed:
-            return
-        self.transport.write(data)
-        if self.paused:
-            sender.transport.pause_reading()
-            self._on_resume.append(sender.transport.resume_reading)
-
-    def close(self) -> None:
-        if self.transport is not None:
-            self.transport.close()
-
-
-async def open_link(
-    path: Path, on_data: Callable[[bytes], None], on_closed: Callable[[], None]
-) -> BackendLink:
-    loop = asyncio.get_running_loop()
-    try:
-        _, link = await loop.create_unix_connection(
-            lambda: BackendLink(on_data, on_closed), str(path)
-        )
-    except OSError as error:
-        raise Unavailable("The console is not available: is the instance running?") from error
-    return link
-
-
-class OutputPump:
-    """Sends backend output to websockets; when one of them cannot keep up, stops reading the
-    backend until it drains, and drops it if it stays stuck."""
-
-    def __init__(self, link_getter: Callable[[], BackendLink | None]) -> None:
-        self._link = link_getter
-        self._waiting: asyncio.Task[None] | None = None
-
-    def send(self, connections: list[ServerConnection], data: bytes) -> None:
-        broadcast(connections, data)
-        if self._waiting is None and any(ws.paused for ws in connections):
-            link = self._link()
-            if link is not None and link.transport is not None:
-                link.transport.pause_reading()
-            self._waiting = asyncio.get_running_loop().create_task(self._wait(connections))
-
-    async def _wait(self, connections: list[ServerConnection]) -> None:
-        try:
-            stuck = [ws for ws in connections if ws.paused]
-            _, pending = await asyncio.wait(
-                [asyncio.ensure_future(ws.drain()) for ws in stuck], timeout=SLOW_VIEWER_SECONDS
-            )
-            for task in pending:
-                task.cancel()
-            for ws in stuck:
-                if ws.paused:
-                    ws.transport.abort()  # too slow: it reconnects and catches up from history
-        finally:
-            self._waiting = None
-            link = self._link()
-            if link is not None and link.transport is not None and not link.closed:
-                link.transport.resume_reading()
-
-
-class ConsoleConnection(ServerConnection):
-    """A websocket that hands each complete message to its session's `sink` right from
-    data_received, instead of queueing it for the handler task: one event-loop hop less per
-    keystroke. Fragmented messages (browsers do not send them) still go through the queue."""
-
-    sink: Callable[[bytes | str], None] | None = None
-
-    def process_event(self, event: Event) -> None:
-        sink = self.sink
-        if sink is not None and isinstance(event, Frame) and event.fin:
-            if event.opcode is Opcode.BINARY:
-                sink(bytes(event.data))
-                return
-            if event.opcode is Opcode.TEXT:
-                sink(bytes(event.data).decode(errors="replace"))
-                return
-        super().process_event(event)
 
 
 class Viewer:
@@ -180,7 +53,8 @@ class Viewer:
 
 
 class TerminalHub:
-    """The one backend connection of a terminal console, shared by all its viewers."""
+    """The one backend connection of a terminal console, shared by all its viewers; one who
+    joins late gets recent output first, then live bytes, without a gap or a repeat."""
 
     def __init__(
         self,
@@ -328,18 +202,9 @@ class TerminalHub:
         self._deliver(data)
 
     def _align(self, *, final: bool = False) -> None:
-        """Make the stream the serial log itself, from where the hub started.
-
-        QEMU logs what the guest prints even while no client is connected, so what it printed
-        between the moment the log size was read and the moment QEMU accepted our connection
-        is in the log but never comes through the socket. The first bytes that do come
-        (ALIGN_BYTES of them, or what came within ALIGN_SECONDS) are looked up in the log, and
-        the gap in front of them is filled from the log. QEMU writes the log just after the
-        socket, so bytes not in the log yet are looked up again a moment later (until the
-        backend closes, or ALIGN_RETRIES times). The stream then goes on from the log's offset
-        where the hub started, which a page reconnecting to a later hub of the same log relies
-        on. (Not byte for byte from then on: _history says why, and does not rely on it.)
-        """
+        """Fill the gap QEMU logged before it accepted our connection: find the first bytes in
+        the log (again shortly, as QEMU logs just after sending) and deliver the log's bytes in
+        front of them, so the stream counts from the log's offset where the hub started."""
         if self._align_timer is not None:
             self._align_timer.cancel()
             self._align_timer = None
@@ -410,17 +275,9 @@ class TerminalHub:
     # ---- helpers -------------------------------------------------------------------------
 
     def _history(self) -> bytes:
-        """The history_bytes before position, exactly what the viewers were sent: viewers count
-        from its length where their screen resumes. That is the ring; for serial, while the
-        hub has delivered less than history_bytes, it comes after the log's tail from before
-        the hub started (the log holds the output from before any viewer).
-
-        Never the log from where the hub started on: QEMU's log is not a copy of the socket's
-        stream. When the socket is full, QEMU logs a byte as it fails to send it (EAGAIN) and
-        again when the serial port sends it again, and it logs bytes it gives up sending; with
-        a proxy that lags during a boot's flood of output, the log gains bytes the hub never
-        got, and a history read from the log at the hub's positions would miss its last bytes.
-        """
+        """The last history_bytes the viewers were sent (the ring, after the log's tail from
+        before the hub for serial). Never the log past that point: QEMU logs bytes it failed or
+        gave up sending, so it is no copy of the socket's stream."""
         ring = bytes(self.ring)
         wanted = self.history_bytes - len(ring)  # > 0: the ring holds all the hub delivered
         if self.serial_log is None or wanted <= 0 or self.log_start <= 0:
@@ -515,56 +372,4 @@ async def run_terminal(ws: ServerConnection, hub: TerminalHub, viewer: Viewer) -
         if isinstance(ws, ConsoleConnection):
             ws.sink = None
         hub.leave(viewer)
-    return _close_reason(ws)
-
-
-async def run_vnc(
-    ws: ServerConnection, admission: Admission, socket_path: Path
-) -> tuple[str, int, int]:
-    """Serve one VNC session on its own backend connection; returns (reason, bytes to the
-    guest, bytes to the browser)."""
-    counts = [0, 0]
-    link: BackendLink | None = None
-    client = ClientFilter(read_only=admission.read_only)
-
-    def output(data: bytes) -> None:
-        counts[1] += len(data)
-        pump.send([ws], data)
-
-    def closed() -> None:
-        asyncio.get_running_loop().create_task(ws.close(CLOSE_BACKEND_GONE, "The console closed."))
-
-    def receive(message: bytes | str) -> None:
-        if isinstance(message, str) or link is None or link.closed:
-            return  # text frames are the page's keepalive pings
-        try:
-            data = client.feed(message)
-        except RfbError as error:
-            log.warning("VNC session %s: %s", admission.session_id, error)
-            link.close()
-            asyncio.get_running_loop().create_task(ws.close(1008, "Unexpected VNC message."))
-            return
-        if data:
-            counts[0] += len(data)
-            link.write(data, ws)
-
-    pump = OutputPump(lambda: link)
-    link = await open_link(socket_path, output, closed)
-    if isinstance(ws, ConsoleConnection):
-        ws.sink = receive
-    try:
-        async for message in ws:
-            receive(message)
-    except ConnectionClosed:
-        pass
-    finally:
-        if isinstance(ws, ConsoleConnection):
-            ws.sink = None
-        link.close()
-    return _close_reason(ws), counts[0], counts[1]
-
-
-def _close_reason(ws: ServerConnection) -> str:
-    if ws.close_code is None:
-        return "closed"
-    return f"{ws.close_code} {ws.close_reason}".strip()
+    return close_reason(ws)

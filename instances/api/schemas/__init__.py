@@ -1,0 +1,86 @@
+"""Request and response bodies. Inputs use the services' field names, so a service's error key
+(`root_image`, `nics-0-subnet`) names the field the client sent; the services check meaning."""
+
+from instances.api.schemas.base import (
+    Id,
+    In,
+    Number,
+    Slug,
+    Text,
+)
+from instances.api.schemas.disks import (
+    DiskAttachIn,
+    DiskCreateIn,
+    DiskIn,
+    DiskOut,
+    DiskResizeIn,
+    SnapshotIn,
+    SnapshotOut,
+    SnapshotRevertIn,
+)
+from instances.api.schemas.instances import (
+    AllowedOut,
+    GuestFilesystemOut,
+    GuestInterfaceOut,
+    GuestOut,
+    InstanceDetailOut,
+    InstanceFilters,
+    InstanceIn,
+    InstanceOut,
+    InstancePage,
+    RunStrategyIn,
+)
+from instances.api.schemas.network import (
+    ElasticIPAssociateIn,
+    ElasticIPOut,
+    ElasticIPReleaseOut,
+    NicIn,
+    NicLinkIn,
+    NicOut,
+)
+from instances.api.schemas.projects import (
+    ImageOut,
+    ProjectOut,
+    SSHKeyIn,
+    SSHKeyOut,
+    SubnetIn,
+    SubnetOut,
+)
+
+__all__ = [
+    "AllowedOut",
+    "DiskAttachIn",
+    "DiskCreateIn",
+    "DiskIn",
+    "DiskOut",
+    "DiskResizeIn",
+    "ElasticIPAssociateIn",
+    "ElasticIPOut",
+    "ElasticIPReleaseOut",
+    "GuestFilesystemOut",
+    "GuestInterfaceOut",
+    "GuestOut",
+    "Id",
+    "ImageOut",
+    "In",
+    "InstanceDetailOut",
+    "InstanceFilters",
+    "InstanceIn",
+    "InstanceOut",
+    "InstancePage",
+    "NicIn",
+    "NicLinkIn",
+    "NicOut",
+    "Number",
+    "ProjectOut",
+    "RunStrategyIn",
+    "SSHKeyIn",
+    "SSHKeyOut",
+    "Slug",
+    "SnapshotIn",
+    "SnapshotOut",
+    "SnapshotRevertIn",
+    "SubnetIn",
+    "SubnetOut",
+    "Text",
+]
