@@ -9,7 +9,6 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
-from django.template.defaultfilters import pluralize
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -31,13 +30,13 @@ from provisioning.choices import (
     BootstrapMode,
     NetworkMode,
     PoolMode,
-    Provider,
 )
+from provisioning.clouds import cloud_for
 from provisioning.forms import STEP_NAMES, STEPS, CloudAccountForm, HealthCheckForm, ScheduleForm
 from provisioning.infra import InfraConfig
 from provisioning.models import CloudAccount, ProvisioningJob
 from provisioning.pipeline import LB_STEPS, steps_for
-from provisioning.prices import estimate, prices_for
+from provisioning.prices import estimate
 from provisioning.schedules import SCHEDULES, WEEKNIGHTS_AND_WEEKENDS
 from provisioning.services import jobs
 from provisioning.services.accounts import account_check, account_create
@@ -154,92 +153,6 @@ def draft_config(values: dict[str, Any]) -> InfraConfig:
     return InfraConfig(**{k: v for k, v in values.items() if k in known})
 
 
-def instances_in_words(count: int) -> str:
-    return f"{count} instance{pluralize(count)}"
-
-
-def _plan(config: InfraConfig) -> list[str]:
-    """Every resource the job will create, in words."""
-    if config.provider == Provider.GCP:
-        return _gcp_plan(config)
-    plan = []
-    if config.network_mode == NetworkMode.NEW:
-        plan += [
-            f"VPC {config.vpc_cidr}",
-            "private subnet (the VMs) and two public subnets",
-            "internet gateway, Elastic IP and NAT gateway (egress only)",
-            "two route tables (public → IGW, private → NAT)",
-        ]
-    else:
-        plan.append(
-            f"nothing in {config.existing_vpc_id}: the VMs go to {config.existing_subnet_id}"
-        )
-    plan += [
-        "IAM role + instance profile with AmazonSSMManagedInstanceCore (exec via SSM)",
-        "security group with no inbound rules (no port 22)",
-        f"launch template: {config.instance_type}, {config.disk_gb} GB gp3, no key pair, "
-        "no public IP, cloud-init user data",
-    ]
-    if config.pool_mode == PoolMode.FIXED:
-        plan.append(instances_in_words(config.instance_count))
-    else:
-        plan.append(
-            f"auto scaling group (min {config.asg_min}, max {config.asg_max}, "
-            f"desired {config.asg_desired})"
-        )
-    if config.load_balancer:
-        plan += [
-            "application load balancer + its security group (HTTP in; VMs accept it on "
-            f"port {config.health_check_port} only)",
-            f"target group (health check GET {config.health_check_path} on "
-            f"{config.health_check_port})",
-            "listener HTTP :80",
-            f"Route 53 record {config.dns_name}" if config.dns_name else "no DNS record",
-        ]
-    return plan
-
-
-def _gcp_plan(config: InfraConfig) -> list[str]:
-    plan = []
-    if config.network_mode == NetworkMode.NEW:
-        plan += [
-            f"VPC network with a private subnetwork (first /24 of {config.vpc_cidr})",
-            "Cloud Router with Cloud NAT (egress only)",
-        ]
-    else:
-        plan.append(
-            f"nothing in {config.existing_vpc_id}: the VMs go to {config.existing_subnet_id}"
-        )
-    plan += [
-        "service account for the VMs, with no roles (OS Config agent enabled)",
-        "firewall rules: all ingress denied, but port 22 from IAP's proxies (exec through IAP "
-        "with OS Login, no public SSH)",
-        f"instance template: {config.instance_type}, {config.disk_gb} GB pd-balanced, "
-        "Shielded VM, no SSH keys, no public IP, cloud-init user data",
-    ]
-    if config.pool_mode == PoolMode.FIXED:
-        where = ", spread over the region's zones" if config.instance_count > 1 else ""
-        plan.append(instances_in_words(config.instance_count) + where)
-    else:
-        scaler = (
-            f", autoscaler min {config.asg_min}, max {config.asg_max}"
-            if config.asg_min != config.asg_max
-            else ""
-        )
-        plan.append(f"regional managed instance group (size {config.asg_desired}{scaler})")
-    if config.load_balancer:
-        plan += [
-            "global external Application Load Balancer: a global address, a forwarding rule "
-            "on port 80, a target HTTP proxy and a URL map",
-            f"backend service with an HTTP health check (GET {config.health_check_path} on "
-            f"{config.health_check_port}) over the VMs' instance group(s)",
-            "firewall rule: Google's front ends and health checkers may reach port "
-            f"{config.health_check_port}",
-            f"Cloud DNS A record {config.dns_name}" if config.dns_name else "no DNS record",
-        ]
-    return plan
-
-
 def _review(request: AuthedRequest, project: Project, draft: dict[str, Any]) -> HttpResponse:
     """The plan, its cost and, for a Fixed pool, the stop schedule; Create makes the job once:
     its id stays in the wizard's state, and Create again (a double click, a resubmitted page)
@@ -288,6 +201,7 @@ def _review(request: AuthedRequest, project: Project, draft: dict[str, Any]) -> 
         else:
             request.session[_draft_key(project)] = {"created": job.pk}
             return _go_to_job(request, project, job.pk)
+    cloud = cloud_for(config.provider)
     cost = estimate(
         instance_type=config.instance_type, count=config.vm_count, disk_gb=config.disk_gb,
         load_balancer=config.load_balancer, nat=config.network_mode == NetworkMode.NEW,
@@ -298,10 +212,10 @@ def _review(request: AuthedRequest, project: Project, draft: dict[str, Any]) -> 
         project,
         "review",
         {"config": config, "account": account, "name": draft["values"]["name"],
-         "plan": _plan(config), "steps": steps_for("provision", config), "cost": cost,
+         "plan": cloud.plan(config), "steps": steps_for("provision", config), "cost": cost,
          "bootstrap": dict(BootstrapMode.choices).get(config.bootstrap_mode, config.bootstrap_mode),
          "schedule_errors": schedule_problems,
-         "prices": prices_for(config.provider),
+         "prices": cloud.prices,
          "errors": errors, "lb_steps": LB_STEPS},
     )  # fmt: skip
 

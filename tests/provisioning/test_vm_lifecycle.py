@@ -368,7 +368,7 @@ def test_disk_and_interface_changes_of_an_aws_instance_are_refused(
 
 
 def test_a_power_operation_waits_for_ec2_within_a_tasks_time_limit(settings):
-    from provisioning.backends.cloud import SETTLE_SECONDS
+    from provisioning.clouds.power import SETTLE_SECONDS
 
     assert SETTLE_SECONDS < settings.CELERY_TASK_SOFT_TIME_LIMIT
 

@@ -1,4 +1,4 @@
-"""What the GCP provider's steps share: the account's project and region, cached clients,
+"""What the GCP steps share: the account's project and region, cached clients,
 labels, and insert / delete / wait helpers over Compute operations."""
 
 import re
@@ -8,10 +8,9 @@ from typing import Any
 
 from google.cloud import compute_v1
 
-from provisioning.infra import InfraConfig
-from provisioning.models import CloudAccount
-from provisioning.providers.base import CloudError, StepContext
-from provisioning.providers.gcp_sdk import (
+from provisioning.clouds.context import StepContext
+from provisioning.clouds.errors import CloudError
+from provisioning.clouds.gcp.sdk import (
     client_for,
     exists_already,
     key_info,
@@ -19,6 +18,8 @@ from provisioning.providers.gcp_sdk import (
     short,
     wait_operation,
 )
+from provisioning.infra import InfraConfig
+from provisioning.models import CloudAccount
 
 SETTLE_TIMEOUT = 900
 
@@ -38,7 +39,7 @@ def project_of(account: CloudAccount) -> str:
 
 
 class GcpBase:
-    """The account, project and region a provider works in, and its helpers."""
+    """The account, project and region the steps work in, and their helpers."""
 
     def __init__(self, account: CloudAccount, region: str) -> None:
         self.account = account

@@ -1,4 +1,4 @@
-"""boto3 for the AWS provider and the AWS VM backend: cached clients (endpoint URL, role ARN and
+"""boto3 for the AWS steps and the AWS VM backend: cached clients (endpoint URL, role ARN and
 the decrypted secret included), the region's zones, and SDK errors turned into CloudError with
 `retryable` set for throttling, server errors, and resources that are still settling."""
 
@@ -15,8 +15,8 @@ from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionEr
 from botocore.parsers import ResponseParserError
 from django.conf import settings
 
+from provisioning.clouds.errors import CloudError, mapped_with
 from provisioning.models import CloudAccount
-from provisioning.providers.base import CloudError, mapped_with
 
 # Error codes after which a later try can succeed: throttling, the service itself, and
 # resources that are still being created or deleted.
@@ -166,7 +166,7 @@ def mapped_errors() -> Iterator[None]:
         raise CloudError(f"AWS SDK: {error}", retryable=False, code=type(error).__name__) from error
 
 
-mapped = mapped_with(mapped_errors)  # the decorator of the provider's methods
+mapped = mapped_with(mapped_errors)  # the decorator of the cloud's step methods
 
 
 def error_code(error: ClientError) -> str:

@@ -7,10 +7,11 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from provisioning.choices import PoolMode
+from provisioning.clouds.aws.base import SETTLE_TIMEOUT, AwsBase
+from provisioning.clouds.aws.sdk import error_code, mapped, tag_list
+from provisioning.clouds.context import StepContext
+from provisioning.clouds.errors import CloudError
 from provisioning.infra import InfraConfig
-from provisioning.providers.aws_base import SETTLE_TIMEOUT, AwsBase
-from provisioning.providers.aws_sdk import error_code, mapped, tag_list
-from provisioning.providers.base import CloudError, StepContext
 
 LISTENER_PORT = 80
 

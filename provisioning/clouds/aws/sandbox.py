@@ -6,8 +6,8 @@ import secrets
 
 from botocore.exceptions import ClientError
 
+from provisioning.clouds.aws.sdk import client_for, mapped_errors
 from provisioning.models import CloudAccount
-from provisioning.providers.aws_sdk import client_for, mapped_errors
 
 MARKER = "/zopday/sandbox/epoch"
 

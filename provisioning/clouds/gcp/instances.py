@@ -4,9 +4,9 @@ from typing import Any
 
 from google.cloud import compute_v1
 
+from provisioning.clouds.gcp.base import project_of
+from provisioning.clouds.gcp.sdk import client_for, not_found, short, wait_operation
 from provisioning.models import CloudAccount
-from provisioning.providers.gcp_base import project_of
-from provisioning.providers.gcp_sdk import client_for, not_found, short, wait_operation
 
 # GCE's states → the words the console uses for a VM (those of EC2).
 VM_STATES = {
@@ -23,7 +23,7 @@ POWER_TIMEOUT = 120
 
 
 def describe(instance: compute_v1.Instance) -> dict[str, str]:
-    """An instance in the console's words (the keys the AWS provider's describe_vms has)."""
+    """An instance in the console's words (the keys AWS's describe_vms has)."""
     interfaces = list(instance.network_interfaces)
     return {
         "instance_id": instance.name,

@@ -1,22 +1,19 @@
 """The `aws` compute backend: power for the EC2 VMs that provisioning jobs create (the rest is
-backends.cloud's). EC2 is called with the job's cloud account and region through the provider's
-cached clients (providers.aws_sdk.client_for: endpoint URL, role ARN and decrypted secret included),
-so the AWS SDK stays inside the provider module.
-"""
+clouds.power's), through the account's cached clients (aws.sdk.client_for)."""
 
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from instances.backends.base import ExitKind
-from provisioning.backends.cloud import ON_STATES, CloudVm, CloudVmBackend
+from provisioning.clouds.aws.sandbox import sandbox_was_reset
+from provisioning.clouds.aws.sdk import client_for, mapped_errors
+from provisioning.clouds.errors import CloudError
+from provisioning.clouds.power import ON_STATES, CloudVm, CloudVmBackend
 from provisioning.infra import InfraConfig, VmRecord
 from provisioning.models import CloudAccount, ProvisioningJob
-from provisioning.providers.aws_sandbox import sandbox_was_reset
-from provisioning.providers.aws_sdk import client_for, mapped_errors
-from provisioning.providers.base import CloudError
 from provisioning.selectors import JobVm
-from provisioning.services.vms import SANDBOX_RESET
+from provisioning.services.vm_states import SANDBOX_RESET
 
 NOT_FOUND = "InvalidInstanceID.NotFound"
 

@@ -3,14 +3,14 @@
 An instance registered by stepRegisterSpace has the job's cloud as its backend ("aws", "gcp");
 its machine id is the console's ("i-<instance pk>"). A backend finds the job VM registered as
 that instance (selectors.job_vm_for_instance) and calls the cloud with the job's account, so
-the SDKs stay inside the provider modules. Each cloud subclass says how to read its VMs
+the SDKs stay inside the cloud packages. Each cloud subclass says how to read its VMs
 (`describe`, in EC2's words for states) and how to start, stop and reboot one.
 
 Start and force stop return once the cloud reports the VM running or stopped, like QEMU's;
 shutdown asks the cloud to stop and wait_powered_off polls until it has. After each operation
-the VM's lifecycle state in the job's InfraConfig is recorded (services.vms). Disks, interfaces
-and consoles of these VMs are not the console's: those calls answer with a BackendError that
-says so.
+the VM's lifecycle state in the job's InfraConfig is recorded (services.vm_states). Disks,
+interfaces and consoles of these VMs are not the console's: those calls answer with a
+BackendError that says so.
 """
 
 import time
@@ -32,12 +32,17 @@ from instances.backends.base import (
     Power,
 )
 from provisioning.choices import JobStatus, VmState
+from provisioning.clouds.errors import CloudError
 from provisioning.infra import InfraConfig, VmRecord
 from provisioning.models import CloudAccount, ProvisioningJob
-from provisioning.providers.base import CloudError
 from provisioning.selectors import JobVm, job_vm_for_instance
-from provisioning.services.space import stop_refusal
-from provisioning.services.vms import GONE_STATES, job_vm_states_record, lifecycle_for, vm_gone
+from provisioning.services.vm_states import (
+    GONE_STATES,
+    job_vm_states_record,
+    lifecycle_for,
+    stop_refusal,
+    vm_gone,
+)
 
 # Clouds settle in seconds; the local fakes at once. A read every half second is cheap either way.
 POLL_SECONDS = 0.5

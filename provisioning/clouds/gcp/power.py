@@ -1,18 +1,16 @@
 """The `gcp` compute backend: power for the GCE VMs that provisioning jobs create (the rest is
-backends.cloud's). GCE is called with the job's cloud account through the provider's cached
-clients (providers.gcp_sdk), so Google's SDK stays inside the provider modules.
-"""
+clouds.power's), through the account's cached clients (gcp.sdk)."""
 
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from provisioning.backends.cloud import CloudVm, CloudVmBackend
+from provisioning.clouds.errors import CloudError
+from provisioning.clouds.gcp.base import project_of
+from provisioning.clouds.gcp.instances import power_vm, read_vm
+from provisioning.clouds.gcp.sdk import mapped_errors
+from provisioning.clouds.power import CloudVm, CloudVmBackend
 from provisioning.infra import InfraConfig, VmRecord
 from provisioning.models import CloudAccount, ProvisioningJob
-from provisioning.providers.base import CloudError
-from provisioning.providers.gcp_base import project_of
-from provisioning.providers.gcp_power import power_vm, read_vm
-from provisioning.providers.gcp_sdk import mapped_errors
 from provisioning.selectors import JobVm
 
 NOT_FOUND = frozenset({"notFound", "NotFound"})  # a Compute 404: its reason, or its type
@@ -52,10 +50,10 @@ class GcpVmBackend(CloudVmBackend):
 
     @classmethod
     def lb_health(cls, job: ProvisioningJob, config: InfraConfig) -> dict[str, tuple[str, str]]:
-        from provisioning.providers.gcp import GcpProvider
+        from provisioning.clouds.gcp.steps import GcpSteps
 
         with mapped_errors():
-            return GcpProvider(job.account, job.region).backend_health(config)
+            return GcpSteps(job.account, job.region).backend_health(config)
 
     @classmethod
     def exec_command(cls, job: ProvisioningJob, vm: VmRecord) -> str:

@@ -1,30 +1,19 @@
-"""The pipeline: the seed's steps in order, and the runner that claims and runs them.
-
-    stepValidate → stepCreateNetwork → stepCreateIAM → stepCreateLaunchTemplate → stepCreateVMs
-        → [stepCreateLoadBalancer, stepCreateTargetGroup, stepCreateListener, stepCreateDNSRecord]
-        → stepRegisterSpace → stepFinalize
-
-7 steps without a load balancer, 11 with. Attaching an LB later runs the 4 LB steps, detaching
-runs stepDetachLoadBalancer, and DELETE runs the seed's teardown as steps of the same job.
+"""The runner that claims and runs a job's steps (pipeline.steps names them).
 
 `job_advance` runs one step:
 1. skip unless the job is in a transitional status;
 2. pick the first step not done; claim it with a conditional UPDATE (pending, or running with a
-   lapsed lease because its worker died, and still at the attempt count read) — zero rows updated
-   means another worker has it;
-3. run it, retrying transient CloudErrors with a bounded exponential backoff, counting attempts.
-   On the step's first attempt (the claim took attempts from 0 to 1) the provider creates without
-   looking its resources up, since no earlier attempt can have made any; every later attempt (a
-   retry, or a re-run after a worker died mid-step) looks them up by tag or name first;
-4. record the outcome: success → the next step is queued on commit; a permanent error → the
-   step and the job fail with the cloud's own message; retry_from_failed_step resumes there.
+   lapsed lease because its worker died, and still at the attempt count read): zero rows
+   updated means another worker has it;
+3. run it, retrying transient CloudErrors with a bounded exponential backoff; only its first
+   attempt lets the cloud create without looking its resources up first;
+4. record the outcome: success queues the next step on commit; a permanent error fails the step
+   and the job with the cloud's own message; retry_from_failed_step resumes there.
 """
 
 import logging
 import time
 import traceback
-from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -40,70 +29,15 @@ from provisioning.choices import (
     Phase,
     StepStatus,
 )
+from provisioning.clouds import steps_for_account
+from provisioning.clouds.context import StepContext
+from provisioning.clouds.errors import CloudError
 from provisioning.infra import InfraConfig
 from provisioning.models import JobStep, ProvisioningJob
-from provisioning.providers import CloudError, Provider, StepContext, provider_for
+from provisioning.pipeline.steps import STEPS, Run, steps_for
+from provisioning.pipeline.writer import StepWriter, lease_end
 
 log = logging.getLogger(__name__)
-
-PROVISION_STEPS = [
-    "stepValidate",
-    "stepCreateNetwork",
-    "stepCreateIAM",
-    "stepCreateLaunchTemplate",
-    "stepCreateVMs",
-]
-LB_STEPS = [
-    "stepCreateLoadBalancer",
-    "stepCreateTargetGroup",
-    "stepCreateListener",
-    "stepCreateDNSRecord",
-]
-FINAL_STEPS = ["stepRegisterSpace", "stepFinalize"]
-TEARDOWN_STEPS = [
-    "stepDetachLoadBalancer",
-    "stepTerminateVMs",
-    "stepDeleteLaunchTemplate",
-    "stepDeleteSecurityGroup",
-    "stepDeleteIAM",
-    "stepDeleteNetwork",
-]
-
-
-def steps_for(phase: str, config: InfraConfig) -> list[str]:
-    if phase == Phase.PROVISION:
-        return PROVISION_STEPS + (LB_STEPS if config.load_balancer else []) + FINAL_STEPS
-    if phase == Phase.ATTACH_LB:
-        return list(LB_STEPS)
-    if phase == Phase.DETACH_LB:
-        return ["stepDetachLoadBalancer"]
-    if phase == Phase.HEALTH_CHECK:
-        return ["stepUpdateHealthCheck"]
-    return list(TEARDOWN_STEPS)
-
-
-@dataclass
-class Run:
-    """What a step function gets: the job, its InfraConfig, the provider and the step context."""
-
-    job: ProvisioningJob
-    config: InfraConfig
-    provider: Provider
-    ctx: StepContext
-
-
-StepFunction = Callable[[Run], str]
-STEPS: dict[str, StepFunction] = {}
-
-
-def step(name: str) -> Callable[[StepFunction], StepFunction]:
-    """Register a step function under the seed's step name."""
-
-    def register(function: StepFunction) -> StepFunction:
-        STEPS[name] = function
-        return function
-
-    return register
 
 
 def job_tags(job: ProvisioningJob) -> dict[str, str]:
@@ -131,75 +65,6 @@ def queue_advance(job_id: int) -> None:
     send_on_commit("provisioning.advance", job_id, queue=settings.ZOPDAY_PROVISIONING_QUEUE)
 
 
-# ---- the runner ---------------------------------------------------------------------------------
-# A step's log lines and InfraConfig changes are written through at most this often; the rest wait
-# for the next write, the heartbeat or the end of the step (the progress page polls every second).
-FLUSH_SECONDS = 0.5
-
-
-class _StepWriter:
-    """The running step's log lines and the job's InfraConfig, written through so the progress
-    page shows them live, but batched: what arrives less than FLUSH_SECONDS after the last write
-    waits for the next write, the heartbeat or the end of the step. A step that creates ten
-    resources in half a second then costs two UPDATEs, not twenty-five. A worker killed mid-step
-    loses at most those unwritten lines and ids; nothing depends on them, because the step's next
-    attempt finds its resources by tag before creating anything."""
-
-    def __init__(self, job: ProvisioningJob, step: JobStep, config: InfraConfig) -> None:
-        self.job, self.step, self.config = job, step, config
-        self.lines: list[dict[str, str]] = list(step.log or [])
-        self.log_pending = self.config_pending = False
-        self.last_flush = self.last_beat = time.monotonic()
-
-    def log(self, line: str) -> None:
-        self.lines.append({"at": timezone.now().isoformat(timespec="seconds"), "line": line})
-        self.log_pending = True
-        self._flush_if_due()
-
-    def save(self) -> None:
-        self.config_pending = True
-        self._flush_if_due()
-
-    def heartbeat(self) -> None:
-        """Called while a step waits: write what is pending, and renew the lease every 2 s."""
-        self._flush_if_due()
-        if time.monotonic() - self.last_beat < 2:
-            return
-        self.last_beat = time.monotonic()
-        JobStep.objects.filter(pk=self.step.pk, status=StepStatus.RUNNING).update(
-            lease_until=_lease_end()
-        )
-
-    def _flush_if_due(self) -> None:
-        if time.monotonic() - self.last_flush >= FLUSH_SECONDS:
-            self.flush()
-
-    def flush(self) -> None:
-        if self.config_pending:
-            self._write_config()
-        if self.log_pending:
-            JobStep.objects.filter(pk=self.step.pk).update(log=self.lines)
-            self.log_pending = False
-        self.last_flush = time.monotonic()
-
-    def finish(self, **outcome: object) -> None:
-        """The end of the step: the config (which also marks the job as active) and the step's
-        log together with its outcome, one UPDATE each."""
-        self._write_config()
-        JobStep.objects.filter(pk=self.step.pk).update(log=self.lines, **outcome)
-        self.log_pending = False
-
-    def _write_config(self) -> None:
-        ProvisioningJob.objects.filter(pk=self.job.pk).update(
-            config=self.config.to_json(), updated_at=timezone.now()
-        )
-        self.config_pending = False
-
-
-def _lease_end() -> datetime:
-    return timezone.now() + timedelta(seconds=settings.ZOPDAY_PROVISIONING_LEASE_SECONDS)
-
-
 def next_step(job: ProvisioningJob) -> JobStep | None:
     return (
         job.steps.filter(status__in=[StepStatus.PENDING, StepStatus.RUNNING])
@@ -213,7 +78,7 @@ def _claim(step: JobStep) -> bool:
     read. Counting on that count makes `step.attempts` exact afterwards without reading it back:
     whether this is the step's first attempt decides whether its lookups may be skipped."""
     now = timezone.now()
-    lease_until = _lease_end()
+    lease_until = lease_end()
     claimable = Q(status=StepStatus.PENDING) | Q(status=StepStatus.RUNNING, lease_until__lt=now)
     claimed = JobStep.objects.filter(claimable, pk=step.pk, attempts=step.attempts).update(
         status=StepStatus.RUNNING,
@@ -260,7 +125,7 @@ def job_advance(job_id: int) -> bool:
 
 def _run_step(job: ProvisioningJob, step: JobStep) -> bool:
     config = InfraConfig.from_json(job.config)
-    writer = _StepWriter(job, step, config)
+    writer = StepWriter(job, step, config)
     ctx = StepContext(
         job_id=job.pk,
         step_id=step.pk,
@@ -271,19 +136,19 @@ def _run_step(job: ProvisioningJob, step: JobStep) -> bool:
         heartbeat=writer.heartbeat,
         save=writer.save,
     )
-    function = STEPS[step.name]
+    function = STEPS[step.name].run
     attempts = settings.ZOPDAY_PROVISIONING_RETRY_ATTEMPTS
     base = settings.ZOPDAY_PROVISIONING_RETRY_BASE_SECONDS
     for try_number in range(1, attempts + 1):
         if try_number > 1:
             JobStep.objects.filter(pk=step.pk).update(
-                attempts=F("attempts") + 1, lease_until=_lease_end()
+                attempts=F("attempts") + 1, lease_until=lease_end()
             )
             step.attempts += 1
         ctx.first_attempt = step.attempts == 1
         try:
             run = Run(
-                job=job, config=config, provider=provider_for(job.account, job.region), ctx=ctx
+                job=job, config=config, cloud=steps_for_account(job.account, job.region), ctx=ctx
             )
             message = function(run)
         except CloudError as error:
@@ -311,7 +176,7 @@ def _run_step(job: ProvisioningJob, step: JobStep) -> bool:
     return False  # not reached: the last try either returns or fails
 
 
-def _fail(job: ProvisioningJob, writer: _StepWriter, message: str) -> None:
+def _fail(job: ProvisioningJob, writer: StepWriter, message: str) -> None:
     now = timezone.now()
     step = writer.step
     with transaction.atomic():
@@ -396,7 +261,3 @@ def jobs_resume_stalled() -> list[int]:
             ignore_result=True,
         )
     return resumed
-
-
-# The step functions register themselves on import.
-from provisioning import steps  # noqa: E402, F401

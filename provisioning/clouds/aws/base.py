@@ -1,28 +1,21 @@
-"""What every step of the AWS provider shares: the account's clients, the job's tags and the
-lookups that find what an earlier attempt of a step made.
-
-Resources are tagged with the job's tags plus `zopday:role` (what the resource is to the job)
-and found by those tags, or by their deterministic names, before anything is created; created
-ids go into the InfraConfig. The lookups are skipped only on a step's first attempt
-(`ctx.first_attempt`): no earlier attempt ran, and the tags carry the job's unique token, so
-there is nothing to find.
-"""
+"""What every AWS step shares: the account's clients, the job's tags, and the lookups that
+find (by the job's tags) what an earlier attempt of a step made; a step's first attempt skips
+them, since nothing can exist yet."""
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
+from provisioning.clouds.aws.sdk import client_for, tag_list
+from provisioning.clouds.context import StepContext
 from provisioning.infra import InfraConfig
 from provisioning.models import CloudAccount
-from provisioning.providers.aws_sdk import client_for, tag_list
-from provisioning.providers.base import StepContext
 
 # How long a teardown waits for a resource to go away (NAT gateways, load balancers, ASGs).
 SETTLE_TIMEOUT = 900
 
 
 class AwsBase:
-    name = "aws"
-
     def __init__(self, account: CloudAccount, region: str) -> None:
         self.account = account
         self.region = region
@@ -48,6 +41,27 @@ class AwsBase:
         if ctx.first_attempt:
             return None
         return find()
+
+    def _find_or_create(
+        self,
+        ctx: StepContext,
+        find: Callable[[], Any],
+        create: Callable[[], Any],
+        made: Callable[[Any], str],
+    ) -> Any:
+        """The resource an earlier attempt made (`find`), or a new one from `create`, logged
+        with `made`."""
+        found = self._existing(ctx, find)
+        if found is None:
+            found = create()
+            ctx.log(made(found))
+        return found
+
+    def _tagged(
+        self, describe: Callable[..., Any], key: str, ctx: StepContext, role: str
+    ) -> Callable[[], Any]:
+        """A lookup of the job's resource of that role: the first one `describe` lists."""
+        return partial(self._find_one, describe, key, Filters=self._filters(ctx, role))
 
     def _record(self, config: InfraConfig, ctx: StepContext, kind: str, value: str) -> str:
         if config.resources.get(kind) != value:

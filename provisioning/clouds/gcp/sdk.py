@@ -1,6 +1,6 @@
 """GCP through google-cloud-compute: credentials, cached clients, errors and operations.
 
-Only the provider modules (providers/gcp*.py) import Google's SDK. A GCP cloud account holds a
+Only the gcp package (clouds/gcp/) imports Google's SDK. A GCP cloud account holds a
 service account key (JSON, encrypted at rest) and the project it provisions in; its endpoint
 URL, when set, points every client at another endpoint serving Compute, IAM and Cloud DNS (the
 tests' local fake).
@@ -25,9 +25,9 @@ from google.auth.transport.requests import AuthorizedSession
 from google.cloud import compute_v1
 from google.oauth2 import service_account
 
+from provisioning.clouds.errors import CloudError, mapped_with
+from provisioning.clouds.gcp.rules import service_account_key_problem
 from provisioning.models import CloudAccount
-from provisioning.providers.base import CloudError, mapped_with
-from provisioning.validation import service_account_key_problem
 
 CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
 API_ENDPOINTS = {"iam": "https://iam.googleapis.com", "dns": "https://dns.googleapis.com"}
@@ -183,7 +183,7 @@ def mapped_errors() -> Iterator[None]:
         raise CloudError(f"Could not reach Google Cloud: {error}", retryable=True) from error
 
 
-mapped = mapped_with(mapped_errors)  # the decorator of the provider's methods
+mapped = mapped_with(mapped_errors)  # the decorator of the cloud's step methods
 
 
 def not_found(call: Callable[[], Any]) -> Any:
