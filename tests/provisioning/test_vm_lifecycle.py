@@ -1,6 +1,6 @@
 """Provisioned VMs as instances: the aws backend against moto, the periodic refresh of their state,
 and the rules that keep disks, interfaces and consoles away from them (no worker here; see
-test_vm_power.py for power operations through a real one)."""
+clouds/aws/test_power.py for power operations through a real one)."""
 
 import importlib
 
