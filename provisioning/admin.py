@@ -1,4 +1,3 @@
-import json
 from typing import Any
 
 from django import forms
@@ -7,10 +6,9 @@ from django.http import HttpRequest
 
 from instances.admin_scope import ProjectScopedAdmin
 from instances.choices import Role
-from provisioning.choices import JobStatus, Provider
-from provisioning.endpoints import token_uri_refusal
+from provisioning.choices import JobStatus
+from provisioning.clouds import cloud_for
 from provisioning.models import CloudAccount, JobInstance, JobStep, ProvisioningJob
-from provisioning.validation import service_account_key_problem
 
 
 class CloudAccountForm(forms.ModelForm):
@@ -36,15 +34,13 @@ class CloudAccountForm(forms.ModelForm):
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
         secret = cleaned.get("new_secret_access_key", "")
-        if cleaned.get("provider") == Provider.GCP and secret:
-            if (problem := service_account_key_problem(secret)) or (
-                problem := token_uri_refusal(
-                    str(json.loads(secret)["token_uri"]), getattr(self, "user", None)
-                )
-            ):
+        if secret and (provider := cleaned.get("provider")):
+            cloud = cloud_for(provider)
+            problem, identity = cloud.secret_check(secret, getattr(self, "user", None))
+            if problem:
                 self.add_error("new_secret_access_key", problem)
-            else:  # the key names its service account: kept as the access key id
-                cleaned["access_key_id"] = json.loads(secret)["client_email"]
+            elif identity:  # the key names its account (GCP): kept as the access key id
+                cleaned["access_key_id"] = identity
         return cleaned
 
     def save(self, commit: bool = True) -> CloudAccount:

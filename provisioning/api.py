@@ -24,10 +24,9 @@ from instances.api.schemas import Id, In, Number, Slug, Text
 from instances.choices import Role
 from instances.selectors import projects_for_user
 from provisioning.actions import VM_OPS, job_allowed_actions
-from provisioning.choices import EXEC_MODE_FOR_PROVIDER
+from provisioning.clouds import DEFAULT, cloud_for
 from provisioning.infra import InfraConfig
 from provisioning.models import CloudAccount, ProvisioningJob
-from provisioning.prices import prices_for
 from provisioning.services import jobs
 from provisioning.validation import provider_errors
 
@@ -40,7 +39,7 @@ class JobIn(In):
     project: Slug
     account: Id
     name: Text
-    provider: Text = "aws"
+    provider: Text = DEFAULT.name
     region: Text = ""
     pool_mode: Text = "Fixed"
     instance_count: Number = 1
@@ -174,10 +173,9 @@ def job_add(request: HttpRequest, payload: JobIn) -> Status:
         )
     choices = payload.model_dump(exclude={"project", "account", "name"})
     choices["region"] = choices["region"] or account.default_region
-    choices["instance_type"] = (
-        choices["instance_type"] or prices_for(payload.provider).default_machine
-    )
-    choices["exec_mode"] = choices["exec_mode"] or EXEC_MODE_FOR_PROVIDER[payload.provider]
+    cloud = cloud_for(payload.provider)
+    choices["instance_type"] = choices["instance_type"] or cloud.prices.default_machine
+    choices["exec_mode"] = choices["exec_mode"] or cloud.exec_mode
     job = jobs.job_create(
         project=project, account=account, actor=request_user(request), name=payload.name,
         config=InfraConfig(**choices),

@@ -8,8 +8,8 @@ class ProvisioningConfig(AppConfig):
     def ready(self) -> None:
         from instances.names import register_name_check
         from provisioning import checks  # noqa: F401  (registers them)
-        from provisioning.backends import register_backends
+        from provisioning.clouds import register_vm_backends
         from provisioning.services.space import vm_name_promised
 
-        register_backends()
+        register_vm_backends()
         register_name_check(vm_name_promised)

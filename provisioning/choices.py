@@ -31,13 +31,6 @@ class ExecMode(models.TextChoices):
     AZURE_RUN_CMD = "AzureRunCmd", "AzureRunCmd (Azure)"
 
 
-EXEC_MODE_FOR_PROVIDER: dict[str, ExecMode] = {
-    Provider.AWS: ExecMode.SSM,
-    Provider.GCP: ExecMode.OSCONFIG,
-    Provider.AZURE: ExecMode.AZURE_RUN_CMD,
-}
-
-
 class NetworkMode(models.TextChoices):
     NEW = "new", "New VPC (private subnet, NAT egress)"
     EXISTING = "existing", "Existing VPC and subnet"

@@ -8,21 +8,13 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 
 from instances.models import Project
-from provisioning.choices import (
-    EXEC_MODE_FOR_PROVIDER,
-    BootstrapMode,
-    ExecMode,
-    NetworkMode,
-    PoolMode,
-    Provider,
-)
+from provisioning.choices import BootstrapMode, ExecMode, NetworkMode, PoolMode
+from provisioning.clouds import CLOUDS, DEFAULT, available, cloud_for
 from provisioning.endpoints import endpoint_refusal, may_set_any_endpoint
 from provisioning.infra import InfraConfig
-from provisioning.prices import prices_for
 from provisioning.schedules import SCHEDULES
 from provisioning.services.space import name_clash
 from provisioning.validation import (
-    REGIONS,
     health_check_path_error,
     load_balancer_errors,
     machine_errors,
@@ -32,11 +24,7 @@ from provisioning.validation import (
     provider_errors,
 )
 
-PROVIDER_LABELS = [
-    (Provider.AWS.value, "AWS"),
-    (Provider.GCP.value, "GCP"),
-    (Provider.AZURE.value, "Azure (VMSS in preview)"),
-]
+PROVIDER_LABELS = [(cloud.name, cloud.choice_label) for cloud in CLOUDS.values()]
 
 
 class WizardStep(forms.Form):
@@ -50,7 +38,7 @@ class WizardStep(forms.Form):
     def __init__(self, *args: Any, draft: dict[str, Any] | None = None, **kwargs: Any) -> None:
         self.draft = draft or {}
         super().__init__(*args, **kwargs)
-        self.cloud = str(self.draft.get("provider") or Provider.AWS)
+        self.cloud = cloud_for(str(self.draft.get("provider") or DEFAULT.name))
         if self.is_bound:  # a field of the mode not chosen may be left empty
             for field, (mode, value) in self.mode_fields.items():
                 if self[mode].data != value:
@@ -82,7 +70,9 @@ class WizardStep(forms.Form):
 class ProviderStep(WizardStep):
     title = "Provider"
     name = forms.CharField(label="Environment name", max_length=30, help_text="Names the VMs.")
-    provider = forms.ChoiceField(choices=PROVIDER_LABELS, widget=forms.RadioSelect, initial="aws")
+    provider = forms.ChoiceField(
+        choices=PROVIDER_LABELS, widget=forms.RadioSelect, initial=DEFAULT.name
+    )
     account = forms.TypedChoiceField(label="Cloud account", coerce=int, choices=[])
 
     def __init__(
@@ -139,8 +129,10 @@ class PoolStep(WizardStep):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        pattern, example = REGIONS.get(self.cloud, REGIONS[Provider.AWS])
-        self._default("region", example, lambda value: bool(pattern.match(str(value or ""))))
+        pattern = self.cloud.region_pattern
+        self._default(
+            "region", self.cloud.region_example, lambda value: bool(pattern.match(str(value or "")))
+        )
 
 
 class MachineStep(WizardStep):
@@ -158,14 +150,14 @@ class MachineStep(WizardStep):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        prices = prices_for(self.cloud)
+        prices = self.cloud.prices
         self.fields["instance_type"].choices = [  # type: ignore[attr-defined]
             (name, f"{name} (${machine.hourly}/h)") for name, machine in prices.machines.items()
         ]
         self._default(
             "instance_type", prices.default_machine, lambda value: value in prices.machines
         )
-        exec_mode = EXEC_MODE_FOR_PROVIDER.get(self.cloud, ExecMode.SSM)
+        exec_mode = self.cloud.exec_mode
         self._default("exec_mode", exec_mode, lambda value: value == exec_mode)
 
 
@@ -223,8 +215,8 @@ class SecretTextarea(forms.Textarea):
 class CloudAccountForm(forms.Form):
     name = forms.CharField(max_length=100)
     provider = forms.ChoiceField(
-        choices=[(Provider.AWS.value, "AWS"), (Provider.GCP.value, "GCP")],
-        widget=forms.RadioSelect, initial=Provider.AWS.value,
+        choices=[(cloud.name, cloud.label) for cloud in available()],
+        widget=forms.RadioSelect, initial=DEFAULT.name,
     )  # fmt: skip
     default_region = forms.CharField(
         max_length=32, initial="us-east-1", help_text="e.g. us-east-1 (AWS), us-central1 (GCP)."

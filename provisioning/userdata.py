@@ -4,8 +4,8 @@ Default bootstrap, in order (the seed's "Cloud-init bootstrap"):
 1. install Docker (dnf or apt, whichever the image has) and start it;
 2. create the `nginx-on-zop-net` Docker bridge network;
 3. run NGINX as a container on that network, answering the health check path;
-4. write the sentinel file that stepCreateVMs polls for through the exec channel (on GCP, the
-   bootstrap also reports it as the guest attribute zopday/bootstrap, which the API can read).
+4. write the sentinel file that stepCreateVMs polls for through the exec channel (a cloud may
+   add commands after it: `Cloud.bootstrap_commands`, e.g. GCP's guest attribute).
 "Bare metal" skips step 3. No SSH key is ever placed and password logins stay off: the only
 interactive access is the cloud's IAM-gated exec channel.
 """
@@ -14,15 +14,13 @@ import shlex
 
 import yaml
 
-from provisioning.choices import BootstrapMode, Provider
+from provisioning.choices import BootstrapMode
+from provisioning.clouds import cloud_for
 from provisioning.infra import InfraConfig
 
 NETWORK = "nginx-on-zop-net"
 NGINX_IMAGE = "nginx:stable"
 NGINX_CONF_PATH = "/etc/zopday/nginx/default.conf"
-GCE_GUEST_ATTRIBUTE = (
-    "http://metadata.google.internal/computeMetadata/v1/instance/guest-attributes/zopday/bootstrap"
-)
 
 INSTALL_DOCKER = (
     "command -v docker >/dev/null 2>&1 || "
@@ -80,15 +78,7 @@ def user_data(config: InfraConfig) -> str:
             f"mkdir -p {shlex.quote(sentinel_dir)} && date -u +%FT%TZ > {shlex.quote(sentinel)}",
         ]
     )
-    if config.provider == Provider.GCP:
-        commands.append(
-            [
-                "sh",
-                "-c",
-                f"test -f {shlex.quote(sentinel)} && curl -sf -X PUT --data ready "
-                f"-H 'Metadata-Flavor: Google' {GCE_GUEST_ATTRIBUTE}",
-            ]
-        )
+    commands += cloud_for(config.provider).bootstrap_commands(sentinel)
     document: dict[str, object] = {
         "ssh_pwauth": False,
         "disable_root": True,

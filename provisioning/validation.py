@@ -1,65 +1,35 @@
 """What a job request must satisfy, field by field; the wizard and the API share it."""
 
 import ipaddress
-import json
 import re
 
 from django.core.exceptions import ValidationError
 
-from provisioning.choices import (
-    EXEC_MODE_FOR_PROVIDER,
-    BootstrapMode,
-    ExecMode,
-    NetworkMode,
-    PoolMode,
-    Provider,
-)
+from provisioning.choices import BootstrapMode, NetworkMode, PoolMode
+from provisioning.clouds import CLOUDS, available, cloud_for
 from provisioning.infra import InfraConfig
-from provisioning.prices import prices_for
-from provisioning.providers.azure import AZURE_INVALID
 from provisioning.schedules import schedule_errors
 
 NAME = re.compile(r"^[a-z]([a-z0-9-]{0,28}[a-z0-9])?$")
-REGIONS: dict[str, tuple[re.Pattern[str], str]] = {
-    Provider.AWS: (re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$"), "us-east-1"),
-    Provider.GCP: (re.compile(r"^[a-z]+-[a-z]+\d+$"), "us-central1"),
-}
-GCE_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 LABEL = r"(?!-)[a-z0-9-]{1,63}(?<!-)"
 DNS_NAME = re.compile(rf"^{LABEL}(\.{LABEL})+\.?$")
-GCP_PROJECT = re.compile(r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
-KEY_FIELDS = ("type", "client_email", "private_key", "token_uri")
 MAX_FIXED = 20
 MAX_ASG = 50
 
 
 def provider_errors(provider: str) -> dict[str, str]:
-    if provider == Provider.AZURE:
-        return {"provider": AZURE_INVALID}
-    if provider not in (Provider.AWS, Provider.GCP):
-        return {"provider": "Choose aws or gcp."}
+    if provider in CLOUDS and (refusal := CLOUDS[provider].refusal):
+        return {"provider": refusal}
+    if provider not in CLOUDS:
+        return {"provider": f"Choose {' or '.join(cloud.name for cloud in available())}."}
     return {}
 
 
-def service_account_key_problem(text: str) -> str:
-    """What is wrong with a pasted GCP service account key, or ""."""
-    try:
-        info = json.loads(text)
-    except ValueError:
-        return "Paste the service account key as downloaded: a JSON document."
-    if not isinstance(info, dict) or info.get("type") != "service_account":
-        return 'This is not a service account key: its "type" must be "service_account".'
-    missing = [name for name in KEY_FIELDS if not info.get(name)]
-    if missing:
-        return f"The key lacks {', '.join(missing)}: download a new key for the account."
-    if "PRIVATE KEY" not in str(info["private_key"]):
-        return "The key's private_key is not a PEM private key."
-    return ""
-
-
 def region_error(provider: str, region: str) -> str:
-    pattern, example = REGIONS.get(provider, REGIONS[Provider.AWS])
-    return "" if pattern.match(region or "") else f"Give a region such as {example}."
+    cloud = cloud_for(provider)
+    if cloud.region_pattern.match(region or ""):
+        return ""
+    return f"Give a region such as {cloud.region_example}."
 
 
 def name_errors(name: str) -> dict[str, str]:
@@ -106,39 +76,24 @@ def _asg_errors(low: int, high: int, desired: int) -> dict[str, str]:
 
 def machine_errors(config: InfraConfig) -> dict[str, str]:
     errors = {}
-    machines = prices_for(config.provider).machines
-    if config.instance_type not in machines:
+    cloud = cloud_for(config.provider)
+    machines = cloud.prices.machines
+    if machines and config.instance_type not in machines:
         errors["instance_type"] = f"Choose one of: {', '.join(machines)}."
     if not 8 <= config.disk_gb <= 2048:
         errors["disk_gb"] = "The root disk is 8 to 2048 GB."
     if config.bootstrap_mode not in BootstrapMode.values:
         errors["bootstrap_mode"] = "Choose default or bare-metal."
-    expected = EXEC_MODE_FOR_PROVIDER.get(config.provider, ExecMode.SSM)
+    expected = cloud.exec_mode
     if config.exec_mode != expected:
         errors["exec_mode"] = f"On {config.provider.upper()} the exec channel is {expected}."
     return errors
 
 
-AMI_ID = re.compile(r"^ami-(?:[0-9a-f]{8}|[0-9a-f]{17})$")
-GCE_IMAGE = re.compile(
-    r"^(?:(?:https://www\.googleapis\.com/compute/v1/)?projects/[a-z][-a-z0-9.:]*[a-z0-9]"
-    r"/global/images/(?:family/)?)?[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$"
-)
-
-
 def image_errors(config: InfraConfig) -> dict[str, str]:
     """An image asked for by id (the default otherwise) has that cloud's form; stepValidate
     checks that it exists."""
-    if not config.image_id:
-        return {}
-    if config.provider == Provider.GCP and not GCE_IMAGE.match(config.image_id):
-        return {
-            "image_id": "Give an image name, or projects/PROJECT/global/images/NAME (or "
-            ".../images/family/FAMILY), e.g. projects/debian-cloud/global/images/family/debian-12."
-        }
-    if config.provider == Provider.AWS and not AMI_ID.match(config.image_id):
-        return {"image_id": "Give an AMI id such as ami-0123456789abcdef0."}
-    return {}
+    return cloud_for(config.provider).image_errors(config)
 
 
 def network_errors(config: InfraConfig) -> dict[str, str]:
@@ -151,16 +106,8 @@ def network_errors(config: InfraConfig) -> dict[str, str]:
         else:
             if network.version != 4 or not 16 <= network.prefixlen <= 22:
                 errors["vpc_cidr"] = "Give an IPv4 network from /16 to /22."
-    elif config.network_mode == NetworkMode.EXISTING and config.provider == Provider.GCP:
-        if not GCE_NAME.match(config.existing_vpc_id or ""):
-            errors["existing_vpc_id"] = "Give the name of a VPC network such as prod-net."
-        if not GCE_NAME.match(config.existing_subnet_id or ""):
-            errors["existing_subnet_id"] = "Give the name of a subnetwork such as prod-subnet."
     elif config.network_mode == NetworkMode.EXISTING:
-        if not re.match(r"^vpc-[0-9a-f]{8,17}$", config.existing_vpc_id or ""):
-            errors["existing_vpc_id"] = "Give a VPC id such as vpc-0a1b2c3d."
-        if not re.match(r"^subnet-[0-9a-f]{8,17}$", config.existing_subnet_id or ""):
-            errors["existing_subnet_id"] = "Give a subnet id such as subnet-0a1b2c3d."
+        errors.update(cloud_for(config.provider).existing_network_errors(config))
     else:
         errors["network_mode"] = "Choose new or existing."
     return errors

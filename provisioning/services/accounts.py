@@ -1,6 +1,5 @@
 """Cloud accounts: create them (the secret encrypted at rest) and test their connection."""
 
-import json
 import logging
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -13,11 +12,12 @@ from instances.actions import Allowed, require
 from instances.choices import Outcome, Role
 from instances.models import Project
 from instances.services import audit_record
-from provisioning.choices import Provider
-from provisioning.endpoints import endpoint_refusal, token_uri_refusal
+from provisioning.clouds import CLOUDS, DEFAULT, available, steps_for_account
+from provisioning.clouds.base import AccountCredentials
+from provisioning.clouds.errors import CloudError
+from provisioning.endpoints import endpoint_refusal
 from provisioning.models import CloudAccount
-from provisioning.providers import CloudError, provider_for
-from provisioning.validation import GCP_PROJECT, region_error, service_account_key_problem
+from provisioning.validation import region_error
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ def account_create(
     project: Project,
     actor: AbstractBaseUser | None,
     name: str,
-    provider: str = "aws",
+    provider: str = DEFAULT.name,
     default_region: str = "us-east-1",
     access_key_id: str = "",
     secret_access_key: str = "",
@@ -46,17 +46,16 @@ def account_create(
         raise ValidationError({"name": "The project already has an account with this name."})
     if message := endpoint_refusal(endpoint_url, actor):
         raise ValidationError({"endpoint_url": message})
-    if provider == Provider.GCP:
-        access_key_id, secret_access_key, gcp_project = _gcp_credentials(
-            service_account_key, gcp_project, actor
-        )
-    elif provider == Provider.AWS:
-        if not role_arn and not (access_key_id and secret_access_key):
-            raise ValidationError(
-                {"access_key_id": "Give an access key and its secret, or a role."}
-            )
-    else:
-        raise ValidationError({"provider": "Choose AWS or GCP."})
+    if provider not in CLOUDS or CLOUDS[provider].refusal:
+        labels = " or ".join(cloud.label for cloud in available())
+        raise ValidationError({"provider": f"Choose {labels}."})
+    credentials = CLOUDS[provider].account_credentials(
+        AccountCredentials(
+            access_key_id=access_key_id, secret_access_key=secret_access_key, role_arn=role_arn,
+            service_account_key=service_account_key, gcp_project=gcp_project,
+        ),
+        actor,
+    )  # fmt: skip
     if message := region_error(provider, default_region):
         raise ValidationError({"default_region": message})
     account = CloudAccount(
@@ -64,13 +63,13 @@ def account_create(
         name=name,
         provider=provider,
         default_region=default_region,
-        access_key_id=access_key_id,
-        role_arn=role_arn,
-        gcp_project=gcp_project,
+        access_key_id=credentials.access_key_id,
+        role_arn=credentials.role_arn,
+        gcp_project=credentials.gcp_project,
         endpoint_url=endpoint_url,
         sandbox=sandbox,
     )
-    account.secret_access_key = secret_access_key
+    account.secret_access_key = credentials.secret_access_key
     account.full_clean(exclude=["secret_access_key_encrypted"])
     with transaction.atomic():
         account.save()
@@ -78,33 +77,12 @@ def account_create(
     return account
 
 
-def _gcp_credentials(
-    key: str, project: str, actor: AbstractBaseUser | None
-) -> tuple[str, str, str]:
-    """(client email, key, project) of a pasted service account key, or the field's error."""
-    key = key.strip()
-    if not key:
-        raise ValidationError({"service_account_key": "Paste the service account key (JSON)."})
-    if problem := service_account_key_problem(key):
-        raise ValidationError({"service_account_key": problem})
-    info = json.loads(key)
-    if problem := token_uri_refusal(str(info["token_uri"]), actor):
-        raise ValidationError({"service_account_key": problem})
-    project = project.strip() or str(info.get("project_id", ""))
-    if not GCP_PROJECT.match(project):
-        raise ValidationError(
-            {"gcp_project": "Give the GCP project id, such as my-project-123 (6-30 lowercase "
-             "letters, digits and hyphens)."}
-        )  # fmt: skip
-    return str(info["client_email"]), key, project
-
-
 def account_check(*, account: CloudAccount, actor: AbstractBaseUser) -> CloudAccount:
     """Call the cloud with the account's credentials and remember the answer."""
     role = project_role(actor, account.project)
     require(Allowed(bool(role and role.allows(Role.OPERATOR)), "Needs the operator role."))
     try:
-        message, ok = provider_for(account).check_connection(), True
+        message, ok = steps_for_account(account).check_connection(), True
     except CloudError as error:
         message, ok = error.message, False
     except Exception as error:  # a reply no SDK mapping foresaw: a message, not a 500

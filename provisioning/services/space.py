@@ -7,20 +7,11 @@ from django.utils import timezone
 from instances.choices import PowerState
 from instances.models import Instance, Project
 from provisioning.choices import JobStatus, PoolMode
+from provisioning.clouds.errors import CloudError
 from provisioning.infra import InfraConfig
 from provisioning.models import JobInstance, ProvisioningJob
 from provisioning.prices import machine_size
-from provisioning.providers.base import CloudError
-
-
-def stop_refusal(job: ProvisioningJob) -> str:
-    """Why the console must not stop a VM of this job, or "" (see Instance.stop_refusal)."""
-    if job.pool_mode != PoolMode.ASG:
-        return ""
-    return (
-        f"This VM belongs to the auto scaling group of job {job.name}: the group would replace "
-        "a stopped VM. Change the group's desired capacity instead."
-    )
+from provisioning.services.vm_states import stop_refusal
 
 
 def name_clash(*, project: Project, name: str, config: InfraConfig) -> str:

@@ -1,15 +1,10 @@
-"""The per-VM lifecycle state of landed jobs: recorded after power operations, and read back from
-the cloud periodically so that a VM stopped or terminated outside the console shows on its
-instance and in its job.
-
-The state lives in the job's InfraConfig (VmRecord.state, choices.VmState), as the product says.
-"""
+"""The periodic refresh of landed jobs' VMs: their state read back from the cloud, so that a VM
+stopped or terminated outside the console shows on its instance and in its job."""
 
 import logging
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -17,81 +12,25 @@ from instances.backends.base import BackendError
 from instances.choices import LastExit, PowerState
 from instances.models import Instance
 from instances.services.observed import instance_power_observe
-from provisioning.choices import JOB_TRANSITIONAL, JobStatus, Provider, VmState
+from provisioning.choices import JobStatus
+from provisioning.clouds import available, cloud_for
+from provisioning.clouds.errors import CloudError
 from provisioning.infra import InfraConfig
 from provisioning.models import ProvisioningJob
-from provisioning.providers.base import CloudError
+from provisioning.services.vm_states import (
+    GONE_STATES,
+    SANDBOX_RESET,
+    UNSETTLED_STATES,
+    job_vm_states_record,
+    lifecycle_for,
+    vm_gone,
+)
 
 log = logging.getLogger(__name__)
 
 # Jobs whose VMs may be registered as instances and are not being changed by a pipeline phase
 # (a running step saves its own copy of the InfraConfig).
 REFRESHED_STATUSES = (JobStatus.READY, JobStatus.FAILED, JobStatus.CANCELLED)
-GONE_STATES = frozenset({"shutting-down", "terminated"})
-UNSETTLED_STATES = frozenset({"pending", "stopping"})
-# How a gone VM's message starts when the sandbox (a local moto) restarted and forgot it: no
-# cloud failed, so its instance is Stopped (and cannot start), not Failed.
-SANDBOX_RESET = "The sandbox was reset"
-
-
-def lifecycle_for(cloud_state: str | None, current: str) -> str:
-    """The VmState for what the cloud reports (None: the cloud no longer knows the VM).
-
-    A running VM that had been ready (or stopped) is ready again: its bootstrap ran once and its
-    sentinel stays on disk. Readiness of a VM still launching or bootstrapping is the pipeline's
-    to decide, and a VM between two states keeps the one it had.
-    """
-    if cloud_state is None or cloud_state in GONE_STATES:
-        return VmState.TERMINATED
-    if cloud_state == "stopped":
-        return VmState.STOPPED
-    if cloud_state == "running" and current not in (VmState.LAUNCHING, VmState.BOOTSTRAPPING):
-        return VmState.READY
-    return current
-
-
-def job_vm_states_record(
-    *,
-    job_id: int,
-    states: dict[str, str],
-    expected: dict[str, str] | None = None,
-    health: dict[str, tuple[str, str]] | None = None,
-) -> list[str]:
-    """Write the lifecycle state of some of a job's VMs (cloud instance id → VmState) into its
-    InfraConfig; the ids whose state changed.
-
-    With `expected` (id → the state the caller read before asking the cloud), a VM whose state
-    changed meanwhile (a power operation recorded a newer one) is left alone. The InfraConfig is
-    read and written in one transaction on the job's row, so no other key of it is lost. While
-    a phase runs (attaching a load balancer, say), its steps own the InfraConfig and save their
-    copy of it: nothing is recorded then, and the first refresh after the phase lands reads the
-    states back.
-
-    With `health` (id → the load balancer's state of the VM and why), every VM's is written:
-    one the load balancer does not name has none (the job has no load balancer, say).
-    """
-    with transaction.atomic():
-        job = ProvisioningJob.objects.select_for_update().filter(pk=job_id).first()
-        if job is None or job.status in JOB_TRANSITIONAL:
-            return []
-        config = InfraConfig.from_json(job.config)
-        changed = []
-        dirty = False
-        for vm in config.vms:
-            if health is not None:
-                lb_health, reason = health.get(vm.instance_id, ("", ""))
-                if (vm.lb_health, vm.lb_health_reason) != (lb_health, reason):
-                    vm.lb_health, vm.lb_health_reason, dirty = lb_health, reason, True
-            state = states.get(vm.instance_id)
-            if state is None or state == vm.state:
-                continue
-            if expected is not None and expected.get(vm.instance_id) != vm.state:
-                continue
-            vm.state = state
-            changed.append(vm.instance_id)
-        if changed or dirty:
-            ProvisioningJob.objects.filter(pk=job_id).update(config=config.to_json())
-    return changed
 
 
 def _claim_refresh(job_id: int) -> bool:
@@ -118,8 +57,6 @@ def job_vms_refresh(*, job: ProvisioningJob) -> list[str]:
        instance in a power operation, is left alone.
     Returns the cloud ids whose lifecycle state changed.
     """
-    from provisioning.backends import backend_class
-
     config = InfraConfig.from_json(job.config)
     vms = [vm for vm in config.vms if vm.console_instance_id]
     if not vms:
@@ -130,7 +67,7 @@ def job_vms_refresh(*, job: ProvisioningJob) -> list[str]:
         .in_bulk([vm.console_instance_id for vm in vms])
     )
     expected = {vm.instance_id: vm.state for vm in vms}
-    backend = backend_class(job.provider)
+    backend = cloud_for(job.provider).vm_backend()
     try:
         described = backend.describe(job.account, job, vms)
     except CloudError as error:
@@ -180,19 +117,12 @@ def job_vms_refresh(*, job: ProvisioningJob) -> list[str]:
     return changed
 
 
-def vm_gone(*, instance_id: int | None, message: str) -> None:
-    """The cloud no longer runs this instance's VM: Start is refused from now on, with `message`
-    (stepRegisterSpace clears it when a job makes the VM again)."""
-    if instance_id:
-        Instance.objects.filter(pk=instance_id).update(start_refusal=message[:300])
-
-
 def jobs_refresh_vms() -> list[int]:
-    """Periodic (beat): refresh the VMs of every landed AWS or GCP job that is due; the ids of the
-    jobs refreshed. A cloud that does not answer is logged and asked again next time."""
+    """Periodic (beat): refresh the VMs of every landed job that is due; the ids of the jobs
+    refreshed. A cloud that does not answer is logged and asked again next time."""
     refreshed = []
     jobs = ProvisioningJob.objects.filter(
-        provider__in=[Provider.AWS, Provider.GCP], status__in=REFRESHED_STATUSES
+        provider__in=[cloud.name for cloud in available()], status__in=REFRESHED_STATUSES
     ).select_related("account")
     for job in jobs:
         if not _claim_refresh(job.pk):

@@ -6,9 +6,9 @@ import os
 
 import pytest
 
+from provisioning.clouds.aws.sdk import forget_clients
+from provisioning.clouds.gcp.sdk import forget_clients as forget_gcp_clients
 from provisioning.infra import InfraConfig
-from provisioning.providers.aws_sdk import forget_clients
-from provisioning.providers.gcp_sdk import forget_clients as forget_gcp_clients
 from provisioning.services.accounts import account_create
 from provisioning.services.jobs import job_create
 from tests.fakes.gce import service_account_key

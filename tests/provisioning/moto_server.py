@@ -13,7 +13,7 @@ import sys
 import moto.iam.models
 from moto.server import main
 
-# provisioning.providers.aws.SSM_POLICY_ARN (test_moto_server checks they agree)
+# provisioning.clouds.aws.machines.SSM_POLICY_ARN (test_moto_server checks they agree)
 PRODUCT_POLICIES = {"AmazonSSMManagedInstanceCore"}
 
 

@@ -6,8 +6,8 @@ import json
 import pytest
 from django.contrib.auth import get_user_model
 
+from provisioning.clouds.aws.sdk import forget_clients
 from provisioning.models import CloudAccount
-from provisioning.providers.aws_sdk import forget_clients
 from provisioning.services.accounts import account_create
 from tests.fakes.gce import service_account_key
 from tests.provisioning.decoy import decoy_server

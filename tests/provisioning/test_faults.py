@@ -8,9 +8,9 @@ from botocore.exceptions import ClientError
 from django.utils import timezone
 
 from provisioning.choices import JobStatus, StepStatus
+from provisioning.clouds.aws.sdk import client_for
 from provisioning.models import JobStep
 from provisioning.pipeline import job_run_inline
-from provisioning.providers.aws_sdk import client_for
 from provisioning.services.jobs import job_retry, job_teardown
 from tests.provisioning.moto import raw_client, tagged_resources
 

@@ -342,7 +342,7 @@ def test_gcp_accounts_take_a_service_account_key_and_check_their_connection(
         "4 zones in us-central1."
     )
     gcp.revoke("ops@zopday-sandbox.iam.gserviceaccount.com")
-    from provisioning.providers.gcp_sdk import forget_clients
+    from provisioning.clouds.gcp.sdk import forget_clients
 
     forget_clients()
     checked = account_check(account=account, actor=owner)
@@ -369,8 +369,8 @@ def test_a_group_that_cannot_create_its_vms_stops_with_googles_reason(gcp, make_
 def test_googles_not_yet_answers_are_retried_and_their_reason_kept():
     from google.api_core import exceptions as api_exceptions
 
-    from provisioning.providers.base import CloudError
-    from provisioning.providers.gcp_sdk import mapped_errors
+    from provisioning.clouds.errors import CloudError
+    from provisioning.clouds.gcp.sdk import mapped_errors
 
     for error, retryable, code in (
         (api_exceptions.Forbidden("Rate Limit Exceeded",
@@ -387,8 +387,8 @@ def test_googles_not_yet_answers_are_retried_and_their_reason_kept():
 
 
 def test_a_post_to_something_missing_is_an_error_not_a_silent_none(gcp_account):
-    from provisioning.providers.base import CloudError
-    from provisioning.providers.gcp_sdk import google_api
+    from provisioning.clouds.errors import CloudError
+    from provisioning.clouds.gcp.sdk import google_api
 
     path = "dns/v1/projects/zopday-sandbox/managedZones/nowhere/changes"
     with pytest.raises(CloudError):

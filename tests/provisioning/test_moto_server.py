@@ -1,6 +1,6 @@
 """The test moto server keeps the managed IAM policies the product attaches."""
 
-from provisioning.providers.aws import SSM_POLICY_ARN
+from provisioning.clouds.aws.machines import SSM_POLICY_ARN
 from tests.provisioning.moto import raw_client
 from tests.provisioning.moto_server import PRODUCT_POLICIES
 

@@ -6,10 +6,13 @@ from django.core.exceptions import ValidationError
 from instances.models import Instance
 from provisioning import pipeline
 from provisioning.choices import JobStatus, StepStatus
+from provisioning.clouds.aws.sdk import client_for
 from provisioning.infra import InfraConfig
 from provisioning.models import JobStep, ProvisioningJob
-from provisioning.pipeline import FLUSH_SECONDS, _claim, _StepWriter, job_advance, job_run_inline
-from provisioning.providers.aws_sdk import client_for
+from provisioning.pipeline import job_advance, job_run_inline
+from provisioning.pipeline import writer as writer_module
+from provisioning.pipeline.runner import _claim
+from provisioning.pipeline.writer import FLUSH_SECONDS, StepWriter
 from provisioning.services.jobs import job_cancel, job_teardown, job_vm_op
 from tests.provisioning.moto import raw_client, tagged_resources
 
@@ -184,7 +187,7 @@ def test_a_step_is_claimed_only_at_the_attempt_count_it_was_read_with(aws, make_
 def test_a_step_writes_its_log_and_config_at_its_end_not_per_line(
     aws, make_job, django_assert_max_num_queries, monkeypatch
 ):
-    monkeypatch.setattr(pipeline, "FLUSH_SECONDS", 60)  # however slow the machine
+    monkeypatch.setattr(writer_module, "FLUSH_SECONDS", 60)  # however slow the machine
     job = make_job()
     assert job_advance(job.pk)  # stepValidate
     # stepCreateNetwork creates 12 resources and logs them: read the job and its next steps,
@@ -201,7 +204,7 @@ def test_a_step_writes_its_log_and_config_at_its_end_not_per_line(
 def test_a_waiting_step_shows_its_pending_lines_at_the_next_heartbeat(aws, make_job):
     job = make_job()
     step = job.steps.get(position=1)
-    writer = _StepWriter(job, step, InfraConfig.from_json(job.config))
+    writer = StepWriter(job, step, InfraConfig.from_json(job.config))
     writer.log("launched i-1")
     step.refresh_from_db()
     assert step.log == []  # less than FLUSH_SECONDS into the step
@@ -310,7 +313,7 @@ def test_the_jobs_own_hosted_zone_is_kept_when_someone_added_records_to_it(aws, 
 
 
 def test_the_task_running_steps_outlives_their_longest_waits(settings):
-    from provisioning.providers.aws_base import SETTLE_TIMEOUT
+    from provisioning.clouds.aws.base import SETTLE_TIMEOUT
     from provisioning.tasks import advance
 
     longest_step = SETTLE_TIMEOUT + settings.ZOPDAY_PROVISIONING_READY_TIMEOUT

@@ -1,6 +1,6 @@
 """Provisioned VMs as instances: the aws backend against moto, the periodic refresh of their state,
 and the rules that keep disks, interfaces and consoles away from them (no worker here; see
-test_vm_power.py for power operations through a real one)."""
+clouds/aws/test_power.py for power operations through a real one)."""
 
 import importlib
 
@@ -368,7 +368,7 @@ def test_disk_and_interface_changes_of_an_aws_instance_are_refused(
 
 
 def test_a_power_operation_waits_for_ec2_within_a_tasks_time_limit(settings):
-    from provisioning.backends.cloud import SETTLE_SECONDS
+    from provisioning.clouds.power import SETTLE_SECONDS
 
     assert SETTLE_SECONDS < settings.CELERY_TASK_SOFT_TIME_LIMIT
 

@@ -1,0 +1,72 @@
+"""GCP: GCE VMs in a VPC network with Cloud NAT, exec through IAP with OS Login. Google's SDK is
+imported by `steps` and `vm_backend` only, when first used."""
+
+import shlex
+from typing import TYPE_CHECKING
+
+from django.contrib.auth.models import AbstractBaseUser
+
+from provisioning.choices import ExecMode, Provider
+from provisioning.clouds.base import AccountCredentials, CloudSteps
+from provisioning.clouds.gcp import plan, rules
+from provisioning.infra import InfraConfig
+
+if TYPE_CHECKING:
+    from provisioning.clouds.power import CloudVmBackend
+    from provisioning.models import CloudAccount
+
+GCE_GUEST_ATTRIBUTE = (
+    "http://metadata.google.internal/computeMetadata/v1/instance/guest-attributes/zopday/bootstrap"
+)
+
+
+class GcpCloud:
+    name = Provider.GCP.value
+    label = "GCP"
+    choice_label = "GCP"
+    refusal = ""
+    exec_mode = ExecMode.OSCONFIG
+    region_pattern = rules.REGION
+    region_example = "us-central1"
+    prices = rules.PRICES
+
+    def plan(self, config: InfraConfig) -> list[str]:
+        return plan.plan(config)
+
+    def image_errors(self, config: InfraConfig) -> dict[str, str]:
+        return rules.image_errors(config)
+
+    def existing_network_errors(self, config: InfraConfig) -> dict[str, str]:
+        return rules.existing_network_errors(config)
+
+    def account_credentials(
+        self, credentials: AccountCredentials, actor: AbstractBaseUser | None
+    ) -> AccountCredentials:
+        return rules.account_credentials(credentials, actor)
+
+    def secret_check(self, secret: str, actor: AbstractBaseUser | None) -> tuple[str, str]:
+        return rules.secret_check(secret, actor)
+
+    def bootstrap_commands(self, sentinel: str) -> list[list[str]]:
+        """The sentinel also as a guest attribute, which stepCreateVMs reads through the API."""
+        return [
+            [
+                "sh",
+                "-c",
+                f"test -f {shlex.quote(sentinel)} && curl -sf -X PUT --data ready "
+                f"-H 'Metadata-Flavor: Google' {GCE_GUEST_ATTRIBUTE}",
+            ]
+        ]
+
+    def steps(self, account: "CloudAccount", region: str) -> CloudSteps:
+        from provisioning.clouds.gcp.steps import GcpSteps
+
+        return GcpSteps(account, region)
+
+    def vm_backend(self) -> "CloudVmBackend":
+        from provisioning.clouds.gcp.power import GcpVmBackend
+
+        return GcpVmBackend()
+
+
+GCP = GcpCloud()
