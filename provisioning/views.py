@@ -27,7 +27,6 @@ from instances.views.polling import digest, still_shown
 from provisioning import actions
 from provisioning.choices import (
     JOB_TRANSITIONAL,
-    STATUS_COLOURS,
     BootstrapMode,
     NetworkMode,
     PoolMode,
@@ -69,7 +68,6 @@ def job_list(request: AuthedRequest, project_slug: str) -> HttpResponse:
         {
             "project": project,
             "jobs": found,
-            "colours": STATUS_COLOURS,
             "can_create": actions.create(role),
         },
     )
@@ -371,7 +369,6 @@ def _job_context(
         "schedule_label": SCHEDULES.get(config.schedule, config.schedule),
         "allowed": allowed,
         "transitional": job.status in JOB_TRANSITIONAL,
-        "colours": STATUS_COLOURS,
         "progress_version": digest(
             job.status,
             job.message,
