@@ -57,13 +57,13 @@ from instances.backends import backend_named  # noqa: E402
 from instances.backends.qemu.cmdline import LaunchOptions, build_argv  # noqa: E402
 from instances.backends.qemu.run_folder import RunFolder  # noqa: E402
 from instances.choices import ImageKind, PowerState, Role  # noqa: E402
+from instances.memory import freeze_startup_objects  # noqa: E402
 from instances.models import Image, Instance  # noqa: E402
 from instances.services import power  # noqa: E402
 from instances.services.instances import InstanceRequest, NicRequest, instance_create  # noqa: E402
 from instances.services.network import subnet_create  # noqa: E402
 from instances.services.projects import membership_set, project_create  # noqa: E402
 from instances.specs import machine_spec  # noqa: E402
-from zopday.memory import freeze_startup_objects  # noqa: E402
 
 PROMPT = b"root@bench-vm:/# "
 SETTLE = 1.0  # after the prompt, let the guest's init start acpid before pressing power

@@ -1,6 +1,18 @@
 """Choice sets of the instances app."""
 
+from typing import Literal
+
 from django.db import models
+
+# A status badge's colour: a CSS class of static/css/zopday.css.
+Colour = Literal["grey", "green", "orange", "red"]
+# Each status choice set's colours, one per member (tests check that none is missing).
+COLOURS: dict[type[models.TextChoices], dict[str, Colour]] = {}
+
+
+def colour_of(choices: type[models.TextChoices], value: str) -> Colour:
+    """The badge colour of a status value, as templates show it; grey for a value unknown."""
+    return COLOURS[choices].get(value, "grey")
 
 
 class Role(models.TextChoices):
@@ -22,6 +34,9 @@ class Outcome(models.TextChoices):
     SUCCESS = "success", "Success"
     FAILURE = "failure", "Failure"
     DENIED = "denied", "Denied"
+
+
+COLOURS[Outcome] = {Outcome.SUCCESS: "green", Outcome.FAILURE: "red", Outcome.DENIED: "red"}
 
 
 class RunStrategy(models.TextChoices):
@@ -57,6 +72,14 @@ class PowerState(models.TextChoices):
 
 POWER_TRANSITIONAL = frozenset({PowerState.STARTING, PowerState.STOPPING, PowerState.RESTARTING})
 POWER_TERMINAL = frozenset({PowerState.STOPPED, PowerState.RUNNING, PowerState.FAILED})
+COLOURS[PowerState] = {
+    PowerState.STOPPED: "grey",
+    PowerState.STARTING: "orange",
+    PowerState.RUNNING: "green",
+    PowerState.STOPPING: "orange",
+    PowerState.RESTARTING: "orange",
+    PowerState.FAILED: "red",
+}
 
 
 class LastExit(models.TextChoices):
@@ -135,6 +158,13 @@ class CarrierState(models.TextChoices):
     UP = "up", "Link Up"
     DOWN = "down", "Link Down"
     STOPPED = "stopped", "Instance stopped"
+
+
+COLOURS[CarrierState] = {
+    CarrierState.UP: "green",
+    CarrierState.DOWN: "red",
+    CarrierState.STOPPED: "grey",
+}
 
 
 class IpMode(models.TextChoices):

@@ -1,12 +1,11 @@
 """Reads of the instances app."""
 
-import ipaddress
 from typing import TypeVar
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import ValidationError
 from django.db import models
-from django.db.models import Prefetch, Q, QuerySet
+from django.db.models import Prefetch, QuerySet
 
 from instances.models import AuditEvent, Instance, Membership, NetworkInterface, Project
 
@@ -29,30 +28,20 @@ def project_audit_events(project: Project) -> QuerySet[AuditEvent]:
     return project.audit_events.select_related("actor")
 
 
-def instance_list(
-    project: Project, *, state: str = "", zone: str = "", subnet: str = "", q: str = ""
-) -> QuerySet[Instance]:
-    """The project's instances, filtered, with their NICs and subnets prefetched."""
+def instance_list(project: Project) -> QuerySet[Instance]:
+    """The project's instances, NICs and subnets prefetched; InstanceFilterSet filters them."""
     nics = NetworkInterface.objects.select_related("subnet").order_by("index")
-    return instances_filtered(
-        Instance.objects.filter(project=project).prefetch_related(Prefetch("nics", queryset=nics)),
-        state=state,
-        zone=zone,
-        subnet=subnet,
-        q=q,
+    return Instance.objects.filter(project=project).prefetch_related(
+        Prefetch("nics", queryset=nics)
     )
 
 
 INSTANCE_ROW_FIELDS = ("pk", "name", "power_state", "zone", "vcpus", "memory_gb", "run_strategy")
 
 
-def instance_table(
-    project: Project, *, state: str = "", zone: str = "", subnet: str = "", q: str = ""
-) -> QuerySet[Instance, dict[str, object]]:
+def instance_table(project: Project) -> QuerySet[Instance, dict[str, object]]:
     """The list page's rows as plain values: a page of thousands builds no model objects."""
-    instances = Instance.objects.filter(project=project)
-    filtered = instances_filtered(instances, state=state, zone=zone, subnet=subnet, q=q)
-    return filtered.values(*INSTANCE_ROW_FIELDS)
+    return Instance.objects.filter(project=project).values(*INSTANCE_ROW_FIELDS)
 
 
 def instance_addresses(instance_ids: list[int]) -> dict[int, list[tuple[str, str]]]:
@@ -66,38 +55,6 @@ def instance_addresses(instance_ids: list[int]) -> dict[int, list[tuple[str, str
     for instance_id, ipv4, ipv6, subnet_name in rows:
         addresses[instance_id].append((ipv4 or ipv6 or "-", subnet_name))
     return addresses
-
-
-def instances_filtered(
-    instances: QuerySet[Instance], *, state: str, zone: str, subnet: str, q: str
-) -> QuerySet[Instance]:
-    if state:
-        instances = instances.filter(power_state=state)
-    if zone:
-        instances = instances.filter(zone=zone)
-    if subnet:  # an id from the filter's select; anything else names no subnet
-        instances = (
-            instances.filter(nics__subnet_id=int(subnet))
-            if subnet.isdecimal()
-            else instances.none()
-        )
-    if q:
-        instances = instances.filter(_search(q.strip()))
-    return instances.distinct().order_by("name")
-
-
-def _search(term: str) -> Q:
-    """Part of the name, or a whole MAC or IP address, private or Elastic (inet columns take
-    only addresses)."""
-    found = Q(name__icontains=term) | Q(nics__mac__iexact=term)
-    try:
-        address = ipaddress.ip_address(term)
-    except ValueError:
-        return found
-    found |= Q(**{f"nics__ipv{address.version}": str(address)})
-    if address.version == 4:
-        found |= Q(nics__elastic_ip__address=str(address))
-    return found
 
 
 def instance_events(instance: Instance) -> QuerySet[AuditEvent]:

@@ -25,6 +25,7 @@ from instances.choices import Role
 from instances.selectors import projects_for_user
 from provisioning.actions import VM_OPS, job_allowed_actions
 from provisioning.clouds import DEFAULT, cloud_for
+from provisioning.filters import JobFilterSet
 from provisioning.infra import InfraConfig
 from provisioning.models import CloudAccount, ProvisioningJob
 from provisioning.services import jobs
@@ -151,8 +152,7 @@ def job_list(request: HttpRequest, filters: Query[JobFilters]) -> list[dict[str,
         found = _jobs().filter(project=project)
     else:
         found = _jobs().filter(project__in=projects_for_user(request_user(request)))
-    if filters.status:
-        found = found.filter(status=filters.status)
+    found = JobFilterSet({"status": filters.status}, queryset=found).qs
     return [_out(job, request) for job in found[:200]]
 
 

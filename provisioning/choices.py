@@ -2,6 +2,8 @@
 
 from django.db import models
 
+from instances.choices import COLOURS
+
 
 class Provider(models.TextChoices):
     AWS = "aws", "AWS"
@@ -63,6 +65,16 @@ JOB_TRANSITIONAL = frozenset(
 JOB_TERMINAL = frozenset(
     {JobStatus.READY, JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.DELETED}
 )
+COLOURS[JobStatus] = {
+    JobStatus.PENDING: "orange",
+    JobStatus.PROVISIONING: "orange",
+    JobStatus.UPDATING: "orange",
+    JobStatus.TEARING_DOWN: "orange",
+    JobStatus.READY: "green",
+    JobStatus.FAILED: "red",
+    JobStatus.CANCELLED: "grey",
+    JobStatus.DELETED: "grey",
+}
 # The status a job has while the steps of a phase run.
 RUNNING_STATUS = {
     Phase.PROVISION: JobStatus.PROVISIONING,
@@ -91,6 +103,13 @@ class StepStatus(models.TextChoices):
 
 STEP_TRANSITIONAL = frozenset({StepStatus.PENDING, StepStatus.RUNNING})
 STEP_TERMINAL = frozenset({StepStatus.SUCCEEDED, StepStatus.FAILED, StepStatus.CANCELLED})
+COLOURS[StepStatus] = {
+    StepStatus.PENDING: "grey",
+    StepStatus.RUNNING: "orange",
+    StepStatus.SUCCEEDED: "green",
+    StepStatus.FAILED: "red",
+    StepStatus.CANCELLED: "grey",
+}
 
 
 class VmState(models.TextChoices):
@@ -101,15 +120,3 @@ class VmState(models.TextChoices):
     READY = "ready", "Ready"
     STOPPED = "stopped", "Stopped"
     TERMINATED = "terminated", "Terminated"
-
-
-STATUS_COLOURS = {
-    JobStatus.PENDING: "grey",
-    JobStatus.PROVISIONING: "blue",
-    JobStatus.UPDATING: "blue",
-    JobStatus.TEARING_DOWN: "orange",
-    JobStatus.READY: "green",
-    JobStatus.FAILED: "red",
-    JobStatus.CANCELLED: "grey",
-    JobStatus.DELETED: "grey",
-}

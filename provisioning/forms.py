@@ -13,7 +13,7 @@ from provisioning.clouds import CLOUDS, DEFAULT, available, cloud_for
 from provisioning.endpoints import endpoint_refusal, may_set_any_endpoint
 from provisioning.infra import InfraConfig
 from provisioning.schedules import SCHEDULES
-from provisioning.services.space import name_clash
+from provisioning.space import name_clash
 from provisioning.validation import (
     health_check_path_error,
     load_balancer_errors,

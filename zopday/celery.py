@@ -15,8 +15,8 @@ app.autodiscover_tasks()
 @signals.worker_init.connect
 def freeze_startup_objects(**kwargs: object) -> None:
     """Once the worker has loaded every app and task, before its pool starts: prefork children
-    inherit the frozen objects untouched (see zopday.memory)."""
-    from zopday import memory
+    inherit the frozen objects untouched (see instances.memory)."""
+    from instances import memory
 
     memory.freeze_startup_objects()
 

@@ -25,6 +25,7 @@ from instances.api.schemas import (
     Slug,
 )
 from instances.choices import Role
+from instances.filters import InstanceFilterSet
 from instances.models import Instance
 from instances.power_operations import POWER_OPERATIONS, PowerOperation
 from instances.services import power
@@ -50,13 +51,9 @@ def instance_list(
     request: HttpRequest, slug: Slug, filters: Query[InstanceFilters]
 ) -> dict[str, object]:
     project, _ = project_for(request, slug)
-    instances = selectors.instance_list(
-        project,
-        state=filters.state or "",
-        zone=filters.zone or "",
-        subnet=str(filters.subnet or ""),
-        q=filters.search or "",
-    ).prefetch_related("ssh_keys")
+    query = dict(state=filters.state, zone=filters.zone, subnet=filters.subnet, q=filters.search)
+    found = InstanceFilterSet(query, queryset=selectors.instance_list(project)).qs
+    instances = found.prefetch_related("ssh_keys")
     start = (filters.page - 1) * filters.page_size
     return {
         "count": instances.count(),

@@ -24,6 +24,7 @@ from instances.choices import (
 )
 from instances.confirm import asked_first
 from instances.errors import ActionRefused
+from instances.filters import InstanceFilterSet
 from instances.forms import (
     DiskFormSet,
     DiskRowForm,
@@ -93,9 +94,8 @@ def instance_rows(values: list[dict], project_slug: str) -> list[InstanceRow]:
 def instance_list(request: AuthedRequest, project_slug: str) -> HttpResponse:
     project, role = project_for_user(request.user, project_slug)
     filters = {key: request.GET.get(key, "").strip() for key in ("state", "zone", "subnet", "q")}
-    page = Paginator(selectors.instance_table(project, **filters), PAGE_SIZE).get_page(
-        request.GET.get("page")
-    )
+    instances = InstanceFilterSet(filters, queryset=selectors.instance_table(project)).qs
+    page = Paginator(instances, PAGE_SIZE).get_page(request.GET.get("page"))
     context = {
         "project": project,
         "role": role,

@@ -36,7 +36,7 @@ from provisioning.clouds.errors import CloudError
 from provisioning.infra import InfraConfig, VmRecord
 from provisioning.models import CloudAccount, ProvisioningJob
 from provisioning.selectors import JobVm, job_vm_for_instance
-from provisioning.services.vm_states import (
+from provisioning.vm_states import (
     GONE_STATES,
     job_vm_states_record,
     lifecycle_for,

@@ -16,6 +16,7 @@ import time
 import traceback
 from datetime import datetime, timedelta
 
+from celery import current_app
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, F, OuterRef, Q
@@ -251,10 +252,8 @@ def jobs_resume_stalled() -> list[int]:
         step = next_step(job)
         if step is None or _stalled(step, now, quiet_since, job):
             resumed.append(job.pk)
-    from zopday.celery import app
-
     for job_id in resumed:
-        app.send_task(
+        current_app.send_task(
             "provisioning.advance",
             args=[job_id],
             queue=settings.ZOPDAY_PROVISIONING_QUEUE,

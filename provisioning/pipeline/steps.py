@@ -18,7 +18,7 @@ from provisioning.clouds.base import CloudSteps
 from provisioning.clouds.context import StepContext
 from provisioning.infra import InfraConfig
 from provisioning.models import ProvisioningJob
-from provisioning.services.space import space_register, space_unregister
+from provisioning.space import space_register, space_unregister
 from provisioning.userdata import user_data
 
 

@@ -21,7 +21,7 @@ from provisioning.choices import JOB_TRANSITIONAL, RUNNING_STATUS, JobStatus, Ph
 from provisioning.infra import InfraConfig
 from provisioning.models import CloudAccount, ProvisioningJob
 from provisioning.pipeline import append_steps, queue_advance
-from provisioning.services.space import name_clash
+from provisioning.space import name_clash
 from provisioning.validation import health_check_errors, validate_request
 
 

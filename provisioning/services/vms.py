@@ -17,7 +17,7 @@ from provisioning.clouds import available, cloud_for
 from provisioning.clouds.errors import CloudError
 from provisioning.infra import InfraConfig
 from provisioning.models import ProvisioningJob
-from provisioning.services.vm_states import (
+from provisioning.vm_states import (
     GONE_STATES,
     SANDBOX_RESET,
     UNSETTLED_STATES,

@@ -25,7 +25,6 @@ from instances.views.polling import digest, still_shown
 from provisioning import actions
 from provisioning.choices import (
     JOB_TRANSITIONAL,
-    STATUS_COLOURS,
 )
 from provisioning.forms import HealthCheckForm, ScheduleForm
 from provisioning.infra import InfraConfig
@@ -44,7 +43,6 @@ def job_list(request: AuthedRequest, project_slug: str) -> HttpResponse:
         {
             "project": project,
             "jobs": found,
-            "colours": STATUS_COLOURS,
             "can_create": actions.create(role),
         },
     )
@@ -115,7 +113,6 @@ def _job_context(
         "schedule_label": SCHEDULES.get(config.schedule, config.schedule),
         "allowed": allowed,
         "transitional": job.status in JOB_TRANSITIONAL,
-        "colours": STATUS_COLOURS,
         "progress_version": digest(
             job.status,
             job.message,

@@ -87,6 +87,20 @@ def test_jobs_are_listed_per_member_and_hidden_from_outsiders(api_for, account, 
     assert api_for("outsider").get(f"/provisioning-jobs/{job.pk}").status_code == 404
 
 
+def test_jobs_are_filtered_by_status_and_project(api_for, make_job):
+    pending, failed = make_job("web"), make_job("db")
+    ProvisioningJob.objects.filter(pk=failed.pk).update(status=JobStatus.FAILED)
+    viewer = api_for("viewer")
+
+    def ids(query):
+        return sorted(j["id"] for j in viewer.get(f"/provisioning-jobs?{query}").json())
+
+    assert ids("status=failed") == [failed.pk]
+    assert ids("status=pending&project=alpha") == [pending.pk]
+    assert ids("status=") == ids("") == sorted([pending.pk, failed.pk])
+    assert ids("status=bogus") == []
+
+
 def test_an_unknown_vm_op_is_400_naming_the_allowed_values(api_for, make_job):
     job = make_job()
     response = api_for("operator").patch(f"/provisioning-jobs/{job.pk}", {"vmOp": "resize"})

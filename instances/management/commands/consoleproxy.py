@@ -13,7 +13,7 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from instances.consoles.proxy import ConsoleProxy, run_forever
 from instances.consoles.sessions import console_sessions_close_orphaned
-from zopday.memory import freeze_startup_objects
+from instances.memory import freeze_startup_objects
 
 
 async def _serve(host: str, port: int) -> None:

@@ -14,7 +14,7 @@ from provisioning.clouds.power import ON_STATES, CloudVm, CloudVmBackend
 from provisioning.infra import InfraConfig, VmRecord
 from provisioning.models import CloudAccount, ProvisioningJob
 from provisioning.selectors import JobVm
-from provisioning.services.vm_states import SANDBOX_RESET
+from provisioning.vm_states import SANDBOX_RESET
 
 NOT_FOUND = "InvalidInstanceID.NotFound"
 

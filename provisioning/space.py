@@ -11,7 +11,7 @@ from provisioning.clouds.errors import CloudError
 from provisioning.infra import InfraConfig
 from provisioning.models import JobInstance, ProvisioningJob
 from provisioning.prices import machine_size
-from provisioning.services.vm_states import stop_refusal
+from provisioning.vm_states import stop_refusal
 
 
 def name_clash(*, project: Project, name: str, config: InfraConfig) -> str:
