@@ -1,31 +1,18 @@
 """The Networking tab's actions, one view each, at nics/<action>/ (NIC_VIEWS)."""
 
-from collections.abc import Callable
+from functools import partial
 
-from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
-from django.views.decorators.http import require_POST
 
 from instances import actions
-from instances.access import instance_for_user
 from instances.choices import Role
 from instances.forms import NicAddForm
 from instances.http import AuthedRequest
 from instances.models import ElasticIP, Instance, NetworkInterface
 from instances.services import network
-from instances.views.tab_actions import TabView, asked, chosen_in, form_run, run
+from instances.views.tab_actions import TabView, asked, chosen_in, form_run, run, tab_actions
 
 TAB = "networking"
-
-
-@require_POST
-@login_required
-def nic_action(request: AuthedRequest, project_slug: str, pk: int, action: str) -> HttpResponse:
-    instance, role = instance_for_user(request.user, project_slug, pk)
-    view = NIC_VIEWS.get(action)
-    if view is None:
-        return HttpResponse(status=404)
-    return view(request, instance, role)
 
 
 def _nic(request: AuthedRequest, instance: Instance) -> NetworkInterface:
@@ -34,12 +21,6 @@ def _nic(request: AuthedRequest, instance: Instance) -> NetworkInterface:
 
 def _eip(request: AuthedRequest, instance: Instance) -> ElasticIP:
     return chosen_in(instance.project.elastic_ips.all(), request, "eip", "an Elastic IP")
-
-
-def _run(
-    request: AuthedRequest, instance: Instance, done: str, call: Callable[[], object]
-) -> HttpResponse:
-    return run(request, instance, TAB, done, call, row=lambda: _nic_row_of(instance, request))
 
 
 def nic_add(request: AuthedRequest, instance: Instance, role: Role) -> HttpResponse:
@@ -119,3 +100,7 @@ def _nic_row_of(instance: Instance, request: AuthedRequest) -> str:
         return ""
     nic_id = nics.values_list("pk", flat=True).first()
     return f"nic-{nic_id}" if nic_id else ""
+
+
+_run = partial(run, tab=TAB, row_of=_nic_row_of)
+nic_action = tab_actions(NIC_VIEWS)

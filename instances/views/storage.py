@@ -1,31 +1,26 @@
 """The Storage tab's actions, one view each, at disks/<action>/ (DISK_VIEWS)."""
 
-from collections.abc import Callable
+from functools import partial
 
-from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
-from django.views.decorators.http import require_POST
 
 from instances import actions, row_rules
-from instances.access import instance_for_user
 from instances.choices import Role
 from instances.forms import DiskAddForm, images_for
 from instances.http import AuthedRequest
 from instances.models import Disk, DiskSnapshot, Instance
 from instances.services import snapshots, storage
-from instances.views.tab_actions import TabView, asked, chosen_in, form_run, run, whole_number
+from instances.views.tab_actions import (
+    TabView,
+    asked,
+    chosen_in,
+    form_run,
+    run,
+    tab_actions,
+    whole_number,
+)
 
 TAB = "storage"
-
-
-@require_POST
-@login_required
-def disk_action(request: AuthedRequest, project_slug: str, pk: int, action: str) -> HttpResponse:
-    instance, role = instance_for_user(request.user, project_slug, pk)
-    view = DISK_VIEWS.get(action)
-    if view is None:
-        return HttpResponse(status=404)
-    return view(request, instance, role)
 
 
 def _disk(request: AuthedRequest, instance: Instance) -> Disk:
@@ -40,12 +35,6 @@ def _free_disk(request: AuthedRequest, instance: Instance) -> Disk:
 def _snapshot(request: AuthedRequest, instance: Instance) -> DiskSnapshot:
     rows = DiskSnapshot.objects.filter(disk__in=instance.disks.all()).select_related("disk")
     return chosen_in(rows, request, "snapshot", "a snapshot")
-
-
-def _run(
-    request: AuthedRequest, instance: Instance, done: str, call: Callable[[], object]
-) -> HttpResponse:
-    return run(request, instance, TAB, done, call, row=lambda: _row_of(instance, request))
 
 
 def disk_create(request: AuthedRequest, instance: Instance, role: Role) -> HttpResponse:
@@ -182,3 +171,7 @@ def _row_of(instance: Instance, request: AuthedRequest) -> str:
     if instance_id == instance.pk:
         return f"disk-{disk_id}"
     return "free-disks" if instance_id is None else ""
+
+
+_run = partial(run, tab=TAB, row_of=_row_of)
+disk_action = tab_actions(DISK_VIEWS)

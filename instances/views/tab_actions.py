@@ -7,11 +7,14 @@ from typing import TypeVar
 
 from django import forms
 from django.contrib import messages
+from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpResponse
 from django.shortcuts import render
+from django.views.decorators.http import require_POST
 
+from instances.access import instance_for_user
 from instances.allowed import Allowed
 from instances.choices import Role
 from instances.confirm import question_page
@@ -25,27 +28,48 @@ from instances.views.details import back_to_detail, detail_context, detail_url
 
 T = TypeVar("T")
 TabView = Callable[[AuthedRequest, Instance, Role], HttpResponse]
+RowOf = Callable[[Instance, AuthedRequest], str]
 
 TAB_FORMS = {"storage": "disk_form", "networking": "nic_form"}  # detail_context's names
+
+
+def tab_actions(views: dict[str, TabView]) -> Callable[..., HttpResponse]:
+    """The view of POST <tab>/<action>/: the instance as the user's role in its project lets
+    them see it, then the action's own view (404 for a name the tab has none for)."""
+
+    @require_POST
+    @login_required
+    def action_view(
+        request: AuthedRequest, project_slug: str, pk: int, action: str
+    ) -> HttpResponse:
+        instance, role = instance_for_user(request.user, project_slug, pk)
+        view = views.get(action)
+        if view is None:
+            return HttpResponse(status=404)
+        return view(request, instance, role)
+
+    return action_view
 
 
 def run(
     request: AuthedRequest,
     instance: Instance,
-    tab: str,
     done: str,
     call: Callable[[], object],
-    row: Callable[[], str] = str,
+    *,
+    tab: str,
+    row_of: RowOf,
 ) -> HttpResponse:
-    """Call the action; back to the tab with what happened. Given how to find the row the
-    action was asked from (looked up only on an error), its error is shown there
-    (templatetags.row_messages), else at the top of the page."""
+    """Call the action; back to the tab with what happened. An error is shown at the row the
+    action was asked from (row_of, looked up only then; templatetags.row_messages)."""
     try:
         call()
     except ValidationError as error:
-        messages.error(request, " ".join(error.messages), extra_tags=row_tags(row()))
+        messages.error(
+            request, " ".join(error.messages), extra_tags=row_tags(row_of(instance, request))
+        )
     except ActionRefused as refused:
-        messages.error(request, refused.message, extra_tags=row_tags(row()))
+        messages.error(request, refused.message, extra_tags=row_tags(row_of(instance, request)))
     else:
         messages.success(request, done)
     return back_to_detail(request, instance, tab)

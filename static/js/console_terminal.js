@@ -129,15 +129,8 @@
   }, 20000);
 
   async function connect() {
-    tickets.status(statusBadge, "Connecting…", "transitional");
-    let ticket;
-    try {
-      ticket = await tickets.fetch(root);
-    } catch (error) {
-      const delay = retry.schedule();
-      tickets.status(statusBadge, `${error.message} Retrying in ${Math.round(delay / 1000)} s.`, "failure");
-      return;
-    }
+    const ticket = await tickets.open(root, statusBadge, retry);
+    if (!ticket) return;
     const ws = new WebSocket(ticket.url, ["zopday.console", ticket.subprotocol]);
     ws.binaryType = "arraybuffer";
     socket = ws;

@@ -18,6 +18,19 @@ window.zopConsoleTicket = {
     return body;
   },
 
+  // A fresh ticket, saying so on the status badge; on failure, the reason and the next try
+  // scheduled on retry (a backoff), and null.
+  async open(root, badge, retry) {
+    this.status(badge, "Connecting…", "transitional");
+    try {
+      return await this.fetch(root);
+    } catch (error) {
+      const delay = retry.schedule();
+      this.status(badge, `${error.message} Retrying in ${Math.round(delay / 1000)} s.`, "failure");
+      return null;
+    }
+  },
+
   // Calls connect() again after 1, 2, 4 ... 15 s; reset() after a successful connection.
   backoff(connect) {
     let attempt = 0;

@@ -15,15 +15,8 @@ if (root && root.dataset.canOpen === "true") {
   const retry = tickets.backoff(connect);
 
   async function connect() {
-    tickets.status(statusBadge, "Connecting…", "transitional");
-    let ticket;
-    try {
-      ticket = await tickets.fetch(root);
-    } catch (error) {
-      const delay = retry.schedule();
-      tickets.status(statusBadge, `${error.message} Retrying in ${Math.round(delay / 1000)} s.`, "failure");
-      return;
-    }
+    const ticket = await tickets.open(root, statusBadge, retry);
+    if (!ticket) return;
     socket = new WebSocket(ticket.url, ["binary", ticket.subprotocol]);
     rfb = new RFB(screen, socket, { shared: true });
     rfb.viewOnly = ticket.read_only;

@@ -5,6 +5,7 @@ import shutil
 
 import pytest
 
+from provisioning.services.accounts import account_create
 from tests.e2e.session import log_in, watch_csp
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -55,3 +56,18 @@ def scriptless_page(browser, live_server, operator):
 @pytest.fixture
 def login(page):
     return lambda username: log_in(page, username)
+
+
+@pytest.fixture
+def wizard_second_step(page, login, project, operator):
+    """The operator in the provisioning wizard at its second step, "Region and pool", with an
+    account nothing reaches (the wizard needs one to offer)."""
+    account_create(
+        project=project, actor=None, name="Unused AWS", access_key_id="unused",
+        secret_access_key="unused", endpoint_url="http://127.0.0.1:9", sandbox=True,
+    )  # fmt: skip
+    login("operator")
+    page.goto(f"/projects/{project.slug}/provisioning/new/")
+    page.fill("#id_name", "shop")
+    page.press("#id_name", "Enter")
+    return page

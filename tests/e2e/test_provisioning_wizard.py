@@ -81,15 +81,8 @@ def test_the_wizard_takes_a_job_from_provider_to_ready_with_live_steps(
     expect(page.get_by_role("button", name="Detach load balancer")).to_be_visible()
 
 
-def test_enter_in_a_field_goes_forward_and_back_stays_on_the_left(page, login, project, operator):
-    account_create(
-        project=project, actor=None, name="Unused AWS", access_key_id="unused",
-        secret_access_key="unused", endpoint_url="http://127.0.0.1:9", sandbox=True,
-    )  # fmt: skip
-    login("operator")
-    page.goto(f"/projects/{project.slug}/provisioning/new/")
-    page.fill("#id_name", "shop")
-    page.press("#id_name", "Enter")
+def test_enter_in_a_field_goes_forward_and_back_stays_on_the_left(wizard_second_step):
+    page = wizard_second_step
     expect(page.locator("[aria-current=step]")).to_have_text("Region and pool")
     back, forward = page.locator("button[value=back]"), page.locator("button[value=next]")
     assert back.bounding_box()["x"] < forward.bounding_box()["x"]  # Back shows on the left

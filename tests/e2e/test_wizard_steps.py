@@ -5,8 +5,6 @@ import pytest
 from django.conf import settings
 from playwright.sync_api import expect
 
-from provisioning.services.accounts import account_create
-
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 
 LOOKS = """(item) => {
@@ -15,15 +13,8 @@ LOOKS = """(item) => {
 }"""
 
 
-def test_the_wizard_step_list_marks_the_current_step_visibly(page, login, project, operator):
-    account_create(
-        project=project, actor=None, name="Unused AWS", access_key_id="unused",
-        secret_access_key="unused", endpoint_url="http://127.0.0.1:9", sandbox=True,
-    )  # fmt: skip
-    login("operator")
-    page.goto(f"/projects/{project.slug}/provisioning/new/")
-    page.fill("#id_name", "shop")
-    page.press("#id_name", "Enter")
+def test_the_wizard_step_list_marks_the_current_step_visibly(wizard_second_step):
+    page = wizard_second_step
     steps = page.locator(".wizard-steps li")
     current = page.locator(".wizard-steps [aria-current=step]")
     expect(current).to_have_text("Region and pool")

@@ -12,7 +12,9 @@ import signal
 import subprocess
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -28,6 +30,8 @@ from tests import factories
 from tests.broker import BrokerQueue
 from tests.factories import SubnetFactory
 from tests.services import start_celery_worker_on, stop
+
+T = TypeVar("T")
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -48,13 +52,12 @@ class HostWorker:
         env = {"ZOPDAY_HOST": self.host, "ZOPDAY_TEST_HOLD": str(self.folder)}
         self.process = start_celery_worker_on(log, f"host.{self.host}", env)
 
-    def hold_at(self, point: str) -> None:
+    def killed_at(self, point: str, act: Callable[[], T]) -> T:
+        """act() (which queues work), then kill -9 once that work holds at point; a fresh
+        worker, which holds nowhere, takes over. What act returned."""
         (self.folder / "held").unlink(missing_ok=True)
         (self.folder / "point").write_text(point)
-
-    def kill_when_held(self) -> None:
-        """kill -9 once the work holds at the point; then a fresh worker, which holds nowhere."""
-        point = (self.folder / "point").read_text()
+        result = act()
         held = self.folder / "held"
         wait_for(lambda: held.exists() and held.read_text().startswith(point), f"work at {point}")
         assert self.process is not None
@@ -62,6 +65,7 @@ class HostWorker:
         self.process.wait()
         (self.folder / "point").unlink()
         self.start()
+        return result
 
 
 @pytest.fixture
@@ -180,9 +184,7 @@ def test_a_start_killed_midway_settles_to_the_qemu_that_runs_and_stops_and_start
 ):
     if not link_up:
         vm.nics.update(link_desired="down")
-    worker.hold_at(point)
-    power.instance_start(instance=vm, actor=operator)
-    worker.kill_when_held()
+    worker.killed_at(point, lambda: power.instance_start(instance=vm, actor=operator))
 
     settles(vm, PowerState.RUNNING)
     assert_true_to_the_host(backend, vm)
@@ -198,9 +200,9 @@ def test_a_shutdown_killed_after_the_press_settles_stopped_and_starts_again(
     worker, backend, vm, operator
 ):
     start(backend, vm, operator)
-    worker.hold_at("shutdown.pressed")
-    power.instance_shutdown(instance=vm, actor=operator)
-    worker.kill_when_held()
+    worker.killed_at(
+        "shutdown.pressed", lambda: power.instance_shutdown(instance=vm, actor=operator)
+    )
 
     settles(vm, PowerState.STOPPED)
     assert vm.last_exit == LastExit.REQUESTED
@@ -215,16 +217,16 @@ def test_a_restart_and_a_force_shutdown_killed_midway_are_carried_out(
     worker, backend, vm, operator
 ):
     start(backend, vm, operator)
-    worker.hold_at("restart.before-reboot")
-    power.instance_restart(instance=vm, actor=operator)
-    worker.kill_when_held()
+    worker.killed_at(
+        "restart.before-reboot", lambda: power.instance_restart(instance=vm, actor=operator)
+    )
     settles(vm, PowerState.RUNNING)
     booted(backend, vm, 2)  # the restart was sent again, and the guest rebooted
     assert_true_to_the_host(backend, vm)
 
-    worker.hold_at("force_stop.before-quit")
-    power.instance_force_stop(instance=vm, actor=operator)
-    worker.kill_when_held()
+    worker.killed_at(
+        "force_stop.before-quit", lambda: power.instance_force_stop(instance=vm, actor=operator)
+    )
     settles(vm, PowerState.STOPPED)
     assert vm.last_exit == LastExit.REQUESTED
     assert_true_to_the_host(backend, vm)
@@ -236,9 +238,9 @@ def test_a_snapshot_killed_midway_ends_taken_with_the_guest_thawed(worker, backe
     path = backend.root / "disks" / f"{root.device_name}.qcow2"
     agent = GuestAgent(backend.root / vm.machine_id / "qga.sock")
     for name, point in (("frozen", "snapshot.frozen"), ("taken", "snapshot.taken")):
-        worker.hold_at(point)
-        snapshot = snapshots.disk_snapshot(disk=root, actor=operator, name=name)
-        worker.kill_when_held()
+        snapshot = worker.killed_at(
+            point, lambda n=name: snapshots.disk_snapshot(disk=root, actor=operator, name=n)
+        )
         wait_for(
             lambda s=snapshot: DiskSnapshot.objects.get(pk=s.pk).state != SnapshotState.TAKING,
             f"snapshot {name} to be settled",
@@ -254,15 +256,18 @@ def test_a_snapshot_killed_midway_ends_taken_with_the_guest_thawed(worker, backe
 
 def test_a_disk_hotplug_and_a_resize_killed_midway_are_carried_out(worker, backend, vm, operator):
     start(backend, vm, operator)
-    worker.hold_at("hotplug.block-added")
-    disk = storage.disk_add(instance=vm, actor=operator, name="extra", size_gb=1, bus="virtio")
-    worker.kill_when_held()
+    disk = worker.killed_at(
+        "hotplug.block-added",
+        lambda: storage.disk_add(
+            instance=vm, actor=operator, name="extra", size_gb=1, bus="virtio"
+        ),
+    )
     find = 'for d in /sys/block/vd*; do [ "$(cat $d/serial)" = extra ] && basename $d; done; true'
     name = wait_for(lambda: run_in(backend, vm, find), "the disk in the guest")
 
-    worker.hold_at("resize.before-resize")
-    storage.disk_resize(disk=disk, actor=operator, size_gb=2)
-    worker.kill_when_held()
+    worker.killed_at(
+        "resize.before-resize", lambda: storage.disk_resize(disk=disk, actor=operator, size_gb=2)
+    )
     wait_for(
         lambda: run_in(backend, vm, f"cat /sys/block/{name}/size") == str(2 * GIB // 512),
         "the guest to see the disk grown",

@@ -2,7 +2,7 @@
 
 import time
 
-from instances.models import Instance
+from instances.models import AuditEvent, Instance
 from provisioning.infra import InfraConfig
 from tests.provisioning.moto import raw_client
 
@@ -17,6 +17,18 @@ def ec2_state(aws, instance_id):
     ec2 = raw_client(aws, "ec2")
     [reservation] = ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
     return reservation["Instances"][0]["State"]["Name"]
+
+
+def audit_trail(instance):
+    """The instance's audit events as (action, outcome), oldest first."""
+    events = AuditEvent.objects.filter(target_type="instance", target_id=str(instance.pk))
+    return list(events.order_by("pk").values_list("action", "outcome"))
+
+
+POWER_CYCLE = [
+    ("instance.shutdown", "success"), ("instance.start", "success"),
+    ("instance.restart", "success"), ("instance.force_stop", "success"),
+]  # fmt: skip
 
 
 def vm_states(job):

@@ -7,14 +7,20 @@ from google.cloud import compute_v1
 
 from instances import actions
 from instances.choices import PowerState, Role
-from instances.models import AuditEvent
 from instances.services import power
 from provisioning.choices import JobStatus
 from provisioning.infra import InfraConfig
 from provisioning.models import ProvisioningJob
 from provisioning.services.vms import job_vms_refresh
 from tests.provisioning.gcp import compute
-from tests.provisioning.vms import instances_of, settled, vm_states, wait_for
+from tests.provisioning.vms import (
+    POWER_CYCLE,
+    audit_trail,
+    instances_of,
+    settled,
+    vm_states,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -61,13 +67,7 @@ def test_the_services_stop_start_reset_and_force_stop_a_vm_through_gce(gcp, land
     settled(first, PowerState.STOPPED)
     assert gce_status(gcp, first_id) == "TERMINATED"
     assert first.power_message == ""
-    actions = AuditEvent.objects.filter(
-        target_type="instance", target_id=str(first.pk)
-    ).values_list("action", "outcome")
-    assert list(actions.order_by("pk")) == [
-        ("instance.shutdown", "success"), ("instance.start", "success"),
-        ("instance.restart", "success"), ("instance.force_stop", "success"),
-    ]  # fmt: skip
+    assert audit_trail(first) == POWER_CYCLE
 
 
 def test_the_instance_page_shows_the_vm_and_the_iap_shell_command(landed, client_for):
