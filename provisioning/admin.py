@@ -7,12 +7,14 @@ from django.http import HttpRequest
 from instances.admin_scope import ProjectScopedAdmin
 from instances.choices import Role
 from provisioning.choices import JobStatus
-from provisioning.clouds import cloud_for
+from provisioning.clouds import cloud_for, provider_choices
 from provisioning.models import CloudAccount, JobInstance, JobStep, ProvisioningJob
 
 
 class CloudAccountForm(forms.ModelForm):
     """The secret is write-only: typed in to set or replace it, never shown back."""
+
+    provider = forms.ChoiceField(choices=provider_choices)
 
     new_secret_access_key = forms.CharField(
         label="Secret access key, or service account key (GCP)",

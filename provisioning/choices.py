@@ -5,12 +5,6 @@ from django.db import models
 from instances.choices import COLOURS
 
 
-class Provider(models.TextChoices):
-    AWS = "aws", "AWS"
-    GCP = "gcp", "GCP"
-    AZURE = "azure", "Azure"
-
-
 class PoolMode(models.TextChoices):
     """Fixed: N instances made directly. ASG: an auto scaling group (a MIG on GCP)."""
 
@@ -23,14 +17,6 @@ class BootstrapMode(models.TextChoices):
 
     DEFAULT = "default", "Docker + NGINX on nginx-on-zop-net"
     BARE_METAL = "bare-metal", "Bare metal (Docker and the network, no NGINX)"
-
-
-class ExecMode(models.TextChoices):
-    """The cloud's IAM-gated exec channel: the only interactive access to a VM."""
-
-    SSM = "SSM", "SSM (AWS)"
-    OSCONFIG = "OSConfig", "OSConfig (GCP)"
-    AZURE_RUN_CMD = "AzureRunCmd", "AzureRunCmd (Azure)"
 
 
 class NetworkMode(models.TextChoices):

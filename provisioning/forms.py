@@ -8,8 +8,8 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 
 from instances.models import Project
-from provisioning.choices import BootstrapMode, ExecMode, NetworkMode, PoolMode
-from provisioning.clouds import CLOUDS, DEFAULT, available, cloud_for
+from provisioning.choices import BootstrapMode, NetworkMode, PoolMode
+from provisioning.clouds import CLOUDS, DEFAULT, available, cloud_for, exec_mode_choices
 from provisioning.endpoints import endpoint_refusal, may_set_any_endpoint
 from provisioning.infra import InfraConfig
 from provisioning.schedules import SCHEDULES
@@ -144,7 +144,7 @@ class MachineStep(WizardStep):
         choices=BootstrapMode.choices, widget=forms.RadioSelect, initial=BootstrapMode.DEFAULT
     )
     exec_mode = forms.ChoiceField(
-        label="Exec channel", choices=ExecMode.choices, initial=ExecMode.SSM,
+        label="Exec channel", choices=exec_mode_choices, initial=DEFAULT.exec_mode,
         help_text="No public SSH: interactive access only through the cloud's IAM-gated exec.",
     )  # fmt: skip
 

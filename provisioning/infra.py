@@ -8,7 +8,7 @@ JSON are ignored and missing ones take their defaults, so old jobs still load.
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from provisioning.choices import BootstrapMode, ExecMode, NetworkMode, PoolMode, Provider
+from provisioning.choices import BootstrapMode, NetworkMode, PoolMode
 
 SENTINEL_PATH = "/var/lib/zopday/bootstrap-complete"
 
@@ -31,7 +31,7 @@ class VmRecord:
 @dataclass
 class InfraConfig:
     # The wizard's choices.
-    provider: str = Provider.AWS
+    provider: str = "aws"
     region: str = "us-east-1"
     pool_mode: str = PoolMode.FIXED
     instance_count: int = 1
@@ -52,7 +52,7 @@ class InfraConfig:
     # The port the VMs serve on, once the health check has been moved off it (0: the same).
     service_port: int = 0
     dns_name: str = ""
-    exec_mode: str = ExecMode.SSM
+    exec_mode: str = "SSM"
     # A ZopNight stop schedule for a Fixed pool ("" = runs 24×7; provisioning.schedules), in
     # the time zone schedule_tz; schedule_applied is what it last did: "on", "off" or "".
     schedule: str = ""

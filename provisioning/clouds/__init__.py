@@ -12,6 +12,16 @@ CLOUDS: dict[str, Cloud] = {cloud.name: cloud for cloud in (AWS, GCP, AZURE)}
 DEFAULT = AWS  # the wizard's first choice, and the rules of a provider nobody knows
 
 
+def provider_choices() -> list[tuple[str, str]]:
+    """The provider fields' choices: the registry's, so a new cloud needs no migration."""
+    return [(cloud.name, cloud.label) for cloud in CLOUDS.values()]
+
+
+def exec_mode_choices() -> list[tuple[str, str]]:
+    """Each cloud's IAM-gated exec channel, the only interactive access to its VMs."""
+    return [(cloud.exec_mode, f"{cloud.exec_mode} ({cloud.label})") for cloud in CLOUDS.values()]
+
+
 def cloud_for(provider: str) -> Cloud:
     return CLOUDS.get(provider, DEFAULT)
 

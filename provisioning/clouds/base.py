@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Protocol
 from django.contrib.auth.models import AbstractBaseUser
 from django.template.defaultfilters import pluralize
 
-from provisioning.choices import ExecMode
 from provisioning.clouds.context import StepContext
 from provisioning.infra import InfraConfig
 
@@ -104,7 +103,7 @@ class Cloud(Protocol):
     label: str  # "AWS"
     choice_label: str  # how the wizard offers it
     refusal: str  # why the console does not provision there yet, or ""
-    exec_mode: ExecMode
+    exec_mode: str  # its IAM-gated exec channel: SSM, OSConfig...
     region_pattern: re.Pattern[str]
     region_example: str
     prices: CloudPrices

@@ -2,7 +2,6 @@ from django.core.validators import RegexValidator
 from django.db import models
 
 from provisioning import secrets
-from provisioning.choices import Provider
 
 
 class CloudAccount(models.Model):
@@ -14,7 +13,7 @@ class CloudAccount(models.Model):
     project = models.ForeignKey(
         "instances.Project", on_delete=models.CASCADE, related_name="cloud_accounts"
     )
-    provider = models.CharField(max_length=8, choices=Provider.choices, default=Provider.AWS)
+    provider = models.CharField(max_length=8, default="aws")  # a key of provisioning.clouds
     name = models.CharField(max_length=100)
     default_region = models.CharField(max_length=32, default="us-east-1")
     access_key_id = models.CharField(max_length=128, blank=True)
@@ -54,7 +53,7 @@ class CloudAccount(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.name} ({self.get_provider_display()})"
+        return f"{self.name} ({self.provider.upper()})"
 
     @property
     def secret_access_key(self) -> str:

@@ -8,7 +8,6 @@ from provisioning.choices import (
     JobStatus,
     Phase,
     PoolMode,
-    Provider,
     StepStatus,
 )
 
@@ -35,7 +34,7 @@ class ProvisioningJob(models.Model):
     )
     name = models.CharField(max_length=40, help_text="Names the VMs: <name>-1, <name>-2, ...")
     token = models.CharField(max_length=16, default=_token, unique=True, editable=False)
-    provider = models.CharField(max_length=8, choices=Provider.choices, default=Provider.AWS)
+    provider = models.CharField(max_length=8, default="aws")  # a key of provisioning.clouds
     region = models.CharField(max_length=32)
     pool_mode = models.CharField(max_length=8, choices=PoolMode.choices, default=PoolMode.FIXED)
     config = models.JSONField(default=dict)

@@ -5,7 +5,6 @@ from typing import TYPE_CHECKING
 
 from django.contrib.auth.models import AbstractBaseUser
 
-from provisioning.choices import ExecMode, Provider
 from provisioning.clouds.aws import plan, rules
 from provisioning.clouds.base import AccountCredentials, CloudSteps
 from provisioning.infra import InfraConfig
@@ -16,11 +15,11 @@ if TYPE_CHECKING:
 
 
 class AwsCloud:
-    name = Provider.AWS.value
+    name = "aws"
     label = "AWS"
     choice_label = "AWS"
     refusal = ""
-    exec_mode = ExecMode.SSM
+    exec_mode = "SSM"
     region_pattern = rules.REGION
     region_example = "us-east-1"
     prices = rules.PRICES

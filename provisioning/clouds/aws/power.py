@@ -6,7 +6,6 @@ from contextlib import contextmanager
 from typing import Any
 
 from instances.backends.base import ExitKind
-from provisioning.choices import Provider
 from provisioning.clouds.aws.sandbox import sandbox_was_reset
 from provisioning.clouds.aws.sdk import client_for, mapped_errors
 from provisioning.clouds.errors import CloudError
@@ -49,7 +48,7 @@ def exit_kind(state: str, reason_code: str) -> ExitKind:
 
 
 class AwsVmBackend(CloudVmBackend):
-    name = Provider.AWS.value
+    name = "aws"
     service = "EC2"
     identity = "AWS"
     exec_channel = "SSM"

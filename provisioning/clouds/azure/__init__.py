@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 
-from provisioning.choices import ExecMode, Provider
 from provisioning.clouds.base import AccountCredentials, CloudPrices, CloudSteps
 from provisioning.clouds.errors import CloudError
 from provisioning.infra import InfraConfig
@@ -36,11 +35,11 @@ class UnavailableSteps:
 
 
 class AzureCloud:
-    name = Provider.AZURE.value
+    name = "azure"
     label = "Azure"
     choice_label = "Azure (VMSS in preview)"
     refusal = AZURE_INVALID
-    exec_mode = ExecMode.AZURE_RUN_CMD
+    exec_mode = "AzureRunCmd"
     region_pattern = re.compile(r"^[a-z][a-z0-9-]*$")
     region_example = "eastus"
     prices = CloudPrices(

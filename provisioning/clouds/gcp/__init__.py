@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING
 
 from django.contrib.auth.models import AbstractBaseUser
 
-from provisioning.choices import ExecMode, Provider
 from provisioning.clouds.base import AccountCredentials, CloudSteps
 from provisioning.clouds.gcp import plan, rules
 from provisioning.infra import InfraConfig
@@ -21,11 +20,11 @@ GCE_GUEST_ATTRIBUTE = (
 
 
 class GcpCloud:
-    name = Provider.GCP.value
+    name = "gcp"
     label = "GCP"
     choice_label = "GCP"
     refusal = ""
-    exec_mode = ExecMode.OSCONFIG
+    exec_mode = "OSConfig"
     region_pattern = rules.REGION
     region_example = "us-central1"
     prices = rules.PRICES

@@ -4,7 +4,6 @@ clouds.power's), through the account's cached clients (gcp.sdk)."""
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from provisioning.choices import Provider
 from provisioning.clouds.errors import CloudError
 from provisioning.clouds.gcp.base import project_of
 from provisioning.clouds.gcp.instances import power_vm, read_vm
@@ -18,7 +17,7 @@ NOT_FOUND = frozenset({"notFound", "NotFound"})  # a Compute 404: its reason, or
 
 
 class GcpVmBackend(CloudVmBackend):
-    name = Provider.GCP.value
+    name = "gcp"
     service = "GCE"
     identity = "Google"
     exec_channel = "OS Login"

@@ -6,8 +6,14 @@ from pathlib import Path
 import pytest
 
 from instances.backends import backend_available
-from provisioning.choices import Provider
-from provisioning.clouds import CLOUDS, DEFAULT, available, cloud_for
+from provisioning.clouds import (
+    CLOUDS,
+    DEFAULT,
+    available,
+    cloud_for,
+    exec_mode_choices,
+    provider_choices,
+)  # fmt: skip
 from provisioning.clouds.errors import CloudError
 from provisioning.infra import InfraConfig
 from provisioning.validation import provider_errors
@@ -17,8 +23,9 @@ PROVISIONING = Path(__file__).resolve().parents[3] / "provisioning"
 
 
 def test_every_cloud_is_registered_under_its_providers_value():
-    assert set(CLOUDS) == set(Provider.values)
     assert all(name == cloud.name for name, cloud in CLOUDS.items())
+    assert provider_choices() == [("aws", "AWS"), ("gcp", "GCP"), ("azure", "Azure")]
+    assert [mode for mode, _ in exec_mode_choices()] == ["SSM", "OSConfig", "AzureRunCmd"]
 
 
 def test_an_unknown_provider_gets_the_default_clouds_rules_and_is_refused():
@@ -34,8 +41,8 @@ def test_each_available_cloud_powers_its_vms_through_a_registered_backend():
 
 
 def test_azure_answers_every_pipeline_call_with_the_clean_invalid_stub():
-    azure = CLOUDS[Provider.AZURE]
-    assert provider_errors(Provider.AZURE) == {"provider": azure.refusal}
+    azure = CLOUDS["azure"]
+    assert provider_errors("azure") == {"provider": azure.refusal}
     with pytest.raises(CloudError) as refused:
         azure.steps(None, "eastus").create_network(InfraConfig(), None)  # type: ignore[arg-type]
     assert (refused.value.code, refused.value.retryable) == ("Invalid", False)
