@@ -20,11 +20,9 @@ M = TypeVar("M", bound=models.Model)
 
 
 def project_role(user: User, project: Project) -> Role | None:
-    """The user's role in the project; superusers are admins everywhere; None for outsiders.
+    """The user's role in the project (admin for superusers, None for outsiders).
 
-    Read once per user object, as Django's ModelBackend keeps permissions: a request's user is
-    its own object, so the page's access check and the service it calls share one query, and
-    the next request reads the role afresh. forget_roles() drops what a user object holds."""
+    Cached on the user object, as ModelBackend caches permissions; forget_roles() drops it."""
     if not user.is_authenticated or not user.is_active:
         return None
     if getattr(user, "is_superuser", False):

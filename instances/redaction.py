@@ -1,21 +1,9 @@
-"""User data as those who may not read its credentials see it (project admins read it as written).
+"""User data as seen by those who may not read its credentials (project admins see it as written).
 
-Hidden: every value under a key that names a credential (cloud-config's passwd, hashed_passwd,
-plain_text_passwd, password, the host keys' *_private, Ubuntu Pro's token, Landscape's
-registration_key, Red Hat's activation-key, LXD's trust_password, Chef's validation_key and
-validation_cert, any credentials, ...), chpasswd's "user:password" lines, the password in a URL's
-user info (a proxy's, say), and what a written .pgpass, .netrc or .git-credentials holds. Inside
-any text (runcmd and bootcmd lines, write_files contents) the same words are looked for: the value
-of `DB_PASSWORD=...`, `api_token: ...`, `X-Api-Key: ...` or `--password ...`, a Bearer token or
-any `Authorization:` credential, `mysql -p...`, `curl -u USER:...`, `redis-cli -a ...`,
-`htpasswd -b FILE USER ...`, openssl's `pass:...`, the body of a PEM private key, and what is
-piped into chpasswd, passwd or `sudo -S`. A command written as a list (`[mysql, -pSECRET]`) is
-read as the line it runs. A file written from base64 or gzip is hidden whole: it cannot be read
-for them. A document with YAML aliases is hidden whole: an alias can show a credential under
-another key, and expanding aliases can make a small document enormous.
-
-Every pattern is an RE2 expression, which runs in time linear in the text whatever it holds (a
-backtracking engine took minutes on 32 KiB of dashes); user data over the cap is hidden whole.
+Hidden: values under credential keys (passwd, *_private, tokens, ...), chpasswd lines, URL
+passwords, credential files (.pgpass, .netrc, ...) and secrets inside text (`X_PASSWORD=...`,
+Authorization headers, `-p`/`-u` flags, PEM keys, input piped to chpasswd). Base64 or gzip files,
+YAML with aliases and user data over the cap are hidden whole. Patterns are RE2: linear time.
 """
 
 import functools

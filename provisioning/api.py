@@ -190,11 +190,9 @@ def job_get(request: HttpRequest, job_id: Id) -> dict[str, Any]:
 
 @router.patch("/provisioning-jobs/{job_id}", response={202: JobOut, 400: ErrorOut, **REFUSALS})
 def job_update(request: HttpRequest, job_id: Id, payload: JobPatchIn) -> Status:
-    """`{"vmOp": "attach_lb"}` adds the load balancer to a ready job, `{"vmOp": "detach_lb"}`
-    removes it; `{"health_check_path": "/up", "health_check_port": 8080}` makes the load
-    balancer check the VMs there instead. The VMs are not re-provisioned.
-    `{"schedule": "weeknights-weekends", "schedule_tz": "Europe/Paris"}` stops a Fixed pool's
-    VMs outside 08:00-20:00 on weekdays (`{"schedule": ""}` removes it)."""
+    """`vmOp` attach_lb/detach_lb, a new `health_check_path`/`health_check_port`, or a Fixed pool's
+    `schedule` (`weeknights-weekends` stops VMs outside 08:00-20:00 on weekdays; `""` removes it)
+    with `schedule_tz`. The VMs are not re-provisioned."""
     job = _job(request, job_id, Role.OPERATOR)
     check = {"health_check_path": payload.health_check_path,
              "health_check_port": payload.health_check_port}  # fmt: skip

@@ -1,13 +1,9 @@
 """The cloud-init user data every provisioned VM runs, on every cloud.
 
-Default bootstrap, in order (the seed's "Cloud-init bootstrap"):
-1. install Docker (dnf or apt, whichever the image has) and start it;
-2. create the `nginx-on-zop-net` Docker bridge network;
-3. run NGINX as a container on that network, answering the health check path;
-4. write the sentinel file that stepCreateVMs polls for through the exec channel (a cloud may
-   add commands after it: `Cloud.bootstrap_commands`, e.g. GCP's guest attribute).
-"Bare metal" skips step 3. No SSH key is ever placed and password logins stay off: the only
-interactive access is the cloud's IAM-gated exec channel.
+It installs and starts Docker (dnf or apt), creates the `nginx-on-zop-net` network, runs NGINX
+on it for the health check (not on "Bare metal"), then writes the sentinel stepCreateVMs polls
+for (`Cloud.bootstrap_commands` may follow). No SSH key is placed and password logins stay off:
+the only interactive access is the cloud's IAM-gated exec channel.
 """
 
 import shlex

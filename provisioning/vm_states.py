@@ -18,9 +18,8 @@ SANDBOX_RESET = "The sandbox was reset"
 def lifecycle_for(cloud_state: str | None, current: str) -> str:
     """The VmState for what the cloud reports (None: the cloud no longer knows the VM).
 
-    A running VM that had been ready (or stopped) is ready again: its bootstrap ran once and its
-    sentinel stays on disk. Readiness of a VM still launching or bootstrapping is the pipeline's
-    to decide, and a VM between two states keeps the one it had.
+    Running is ready again (its sentinel stays on disk) unless still launching or bootstrapping,
+    which the pipeline decides; a VM between two states keeps the one it had.
     """
     if cloud_state is None or cloud_state in GONE_STATES:
         return VmState.TERMINATED
@@ -38,18 +37,10 @@ def job_vm_states_record(
     expected: dict[str, str] | None = None,
     health: dict[str, tuple[str, str]] | None = None,
 ) -> list[str]:
-    """Write the lifecycle state of some of a job's VMs (cloud instance id → VmState) into its
-    InfraConfig; the ids whose state changed.
+    """Record some of a job's VM lifecycle states (cloud id -> VmState); return those changed.
 
-    With `expected` (id → the state the caller read before asking the cloud), a VM whose state
-    changed meanwhile (a power operation recorded a newer one) is left alone. The InfraConfig is
-    read and written in one transaction on the job's row, so no other key of it is lost. While
-    a phase runs (attaching a load balancer, say), its steps own the InfraConfig and save their
-    copy of it: nothing is recorded then, and the first refresh after the phase lands reads the
-    states back.
-
-    With `health` (id → the load balancer's state of the VM and why), every VM's is written:
-    one the load balancer does not name has none (the job has no load balancer, say).
+    Under the job's row lock; a VM no longer at its `expected` state, or any while a phase owns
+    the InfraConfig, is skipped. `health` (id -> LB state, why) is set for all VMs, empty if absent.
     """
     with transaction.atomic():
         job = ProvisioningJob.objects.select_for_update().filter(pk=job_id).first()

@@ -1,17 +1,9 @@
 """One error body for every refusal: `{"detail": "...", "errors": {"field": ["message"]}}`.
 
-| raised                                | status | errors                                   |
-| ------------------------------------- | ------ | ---------------------------------------- |
-| ValidationError from a service        | 422    | the service's message_dict (nics-0-mac)  |
-| a request that does not fit the schema | 422    | pydantic's messages, keyed the same way  |
-| a body that is not JSON               | 422    | {"body": [...]}                          |
-| no or a bad token / session           | 401    |                                          |
-| PermissionDenied (role too low, CSRF) | 403    |                                          |
-| Http404 (missing or another project's) | 404    |                                          |
-| ActionRefused (state, run strategy)   | 409    |                                          |
-| a body over DATA_UPLOAD_MAX_MEMORY_SIZE | 413  | {"body": [...]}                          |
-| JSON nested deeper than Python reads  | 422    | {"body": [...]}                          |
-| anything else                         | 500    | (a traceback only with ZOPDAY_DEBUG)     |
+422: a service's ValidationError (message_dict keys, e.g. nics-0-mac), a request off the schema,
+a body not JSON or nested too deep (`{"body": [...]}`). 401: no or a bad token or session. 403:
+PermissionDenied (role, CSRF). 404: Http404 (missing or another project's). 409: ActionRefused.
+413: a body over DATA_UPLOAD_MAX_MEMORY_SIZE. 500: anything else (traceback with ZOPDAY_DEBUG).
 """
 
 import json

@@ -1,16 +1,9 @@
 """The console proxy: a websockets server between browsers and the backends' console sockets.
 
-A console websocket is `ws(s)://<proxy>/consoles/<instance id>/<kind>`. Before any backend is
-touched:
-1. the Origin header must be in CONSOLEPROXY_ALLOWED_ORIGINS (else HTTP 403, no upgrade);
-2. the ticket (subprotocol `zopday.ticket.<ticket>`, or else the first message) must be claimed
-   for the user of the browser's Django session, this instance and this kind (sessions.py);
-   a refused websocket is closed with code 4403 and the reason.
-Then the session is bridged (bridges/) and, when it ends, its audit record is completed and
-its recording finished. The database is only reached through `sync_to_async`.
-
-Subprotocols: `binary` (noVNC) and `zopday.console` (our terminal page) are chosen when offered;
-a client that offers none is accepted too. The ticket subprotocol is never echoed back.
+URL: `ws(s)://<proxy>/consoles/<instance id>/<kind>`. An Origin not in
+CONSOLEPROXY_ALLOWED_ORIGINS gets HTTP 403; the ticket (subprotocol `zopday.ticket.<ticket>`,
+never echoed, or else the first message) must be claimed for the session's user, instance and
+kind, else close code 4403. Subprotocols `binary` and `zopday.console` are chosen if offered.
 """
 
 import asyncio

@@ -1,15 +1,9 @@
-"""asciicast v2 recordings of terminal sessions.
+"""asciicast v2 recordings of terminal sessions' output.
 
-During a session the proxy appends each output chunk, raw, to `<name>.cast.part` (a 16-byte
-record header and the bytes, written in batches), which keeps recording cheap at any output
-rate. When the session ends the part file is turned into the asciicast v2 file
-(https://docs.asciinema.org/manual/asciicast/v2/): a JSON header line, then one
-`[seconds, "o", text]` line per output chunk and `[seconds, "r", "COLSxROWS"]` per resize.
-A part file left behind by a proxy that died is finished the same way when the recording of
-the ended session is first downloaded or replayed.
-
-Keystrokes are not recorded (they would include passwords typed at prompts that do not echo);
-what the guest echoed back is part of the output.
+Each output chunk is appended raw to `<name>.cast.part` (16-byte header and bytes, batched) to
+keep recording cheap. At session end, or at first download or replay if the proxy died, that
+becomes the asciicast v2 file: a JSON header, then `[seconds, "o", text]` per chunk and
+`[seconds, "r", "COLSxROWS"]` per resize. Keystrokes are not kept: they may hold passwords.
 """
 
 import asyncio

@@ -1,12 +1,9 @@
 """What a VNC (RFB 3.3-3.8) client may send through the proxy.
 
-Every session's opening handshake is parsed, so the ClientInit message can be forced to
-"shared": QEMU would otherwise disconnect the other viewers of the screen. After it, an
-interactive session passes through untouched. A read-only session passes on only the messages
-a viewer needs to see the screen: SetPixelFormat, SetEncodings, FramebufferUpdateRequest,
-EnableContinuousUpdates and fences. Key and pointer events, clipboard text, desktop resizes,
-QEMU's extended key and audio messages and XVP power requests (reboot!) are dropped; a message
-type the filter does not know ends the session, because its length cannot be told.
+The handshake is parsed to force ClientInit to "shared" (else QEMU drops the other viewers).
+Interactive sessions then pass through; read-only ones pass only what viewing needs (pixel
+format, encodings, update requests, continuous updates, fences). An unknown message type ends
+the session, because its length cannot be told.
 """
 
 import struct

@@ -60,14 +60,8 @@ def user_for_session(session_key: str | None) -> AbstractBaseUser | AnonymousUse
 def console_admit(
     *, ticket: str, session_key: str | None, instance_id: int, kind: ConsoleKind
 ) -> Admission:
-    """Check a websocket's ticket and cookie, then open the audit record of its session.
-
-    1. The browser's Django session names the user (the proxy gets the same cookie as the
-       pages: same host, another port); a ticket only works for the user it was issued to.
-    2. The ticket is claimed: unused, unexpired, bound to this user, instance and kind.
-    3. The role is checked again (a membership may have changed since the ticket was issued);
-       a read-only ticket stays read-only.
-    4. A ConsoleSession and an audit event record who opened what.
+    """Admit a websocket: claim its ticket for the session cookie's user, check the role again (it
+    may have changed since the ticket was issued), and open the session's audit record.
     """
     close_old_connections()
     user = user_for_session(session_key)

@@ -40,9 +40,7 @@ def console_ticket_issue(
 ) -> tuple[ConsoleTicket, str]:
     """A ticket for `user` to open the `kind` console of `instance`, and its plaintext.
 
-    The role decides, through the console rules of instances.actions: the rule of the kind to
-    open it at all (ActionRefused otherwise), its interactive rule to type into it; without
-    that the ticket is read-only and the proxy drops whatever the browser sends.
+    Refused unless the kind's console rule allows it; read-only unless its interactive rule does.
     """
     allowed = actions.CONSOLE_RULES[kind.rule](instance, role)
     if not allowed:
@@ -65,11 +63,9 @@ def console_ticket_issue(
 def console_ticket_claim(
     *, plaintext: str, user_id: int, instance_id: int, kind: str
 ) -> ConsoleTicket | None:
-    """Use up the ticket if it is unused, unexpired and bound to exactly this user, instance
-    and kind; None otherwise (the reasons are not told apart, to the caller or an attacker).
+    """Use up the ticket if unused, unexpired and bound to this user, instance and kind; else None.
 
-    One conditional UPDATE claims it, so two connections racing with one ticket cannot both
-    win. A ticket presented for the wrong user, instance or kind is not used up.
+    One conditional UPDATE: racing connections cannot both win, and a mismatch leaves it unused.
     """
     if not TICKET_FORMAT.fullmatch(plaintext):
         return None

@@ -1,15 +1,8 @@
 """Declarative manifests: `manage.py apply -f instance.yaml` creates or updates instances.
 
-A manifest is YAML, one instance per document:
-
-    kind: Instance
-    project: demo
-    name: web-1
-    spec: {...}        # the fields of the API's InstanceIn, names allowed for references
-
-Reading it (documents), planning each document (plans, with diffs for an existing instance)
-and applying the plans (apply) are separate, so `--dry-run` shows the same diff and finds the
-same problems without keeping anything.
+One instance per YAML document: `kind: Instance`, `project`, `name` and `spec` (the API's
+InstanceIn fields, names allowed for references). Reading (documents), planning (plans, diffs)
+and applying (apply) are separate, so `--dry-run` shows the same diff and problems.
 """
 
 from django.contrib.auth.models import AbstractBaseUser

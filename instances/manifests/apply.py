@@ -16,15 +16,9 @@ from instances.manifests.steps import Plan
 
 
 def plans_apply(*, plans: list[Plan], dry_run: bool) -> None:
-    """Run every plan's steps in one transaction.
-
-    1. Each document runs in a savepoint of its own: when a service refuses a step, the rest
-       of that document is skipped, and the other documents still run, so that one run reports
-       the problems of all of them.
-    2. Any problem, or a dry run, rolls the whole transaction back: no rows, no audit events,
-       no queued tasks. Problems are raised as ManifestInvalid.
-    3. Otherwise it commits, and the queued work (starting instances, hot-plugging disks, ...)
-       goes to the hosts' queues.
+    """Run every plan's steps in one transaction, each document in its own savepoint so that a
+    refused step skips only the rest of its document and one run reports every problem. Any
+    problem (raised as ManifestInvalid) or a dry run rolls it all back, queued tasks included.
     """
     problems: list[Problem] = []
     with transaction.atomic():

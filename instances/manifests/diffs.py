@@ -1,17 +1,9 @@
 """Comparing an existing instance with its document, field by field.
 
-Only what a service can change becomes a step: the run strategy (instance_set_run_strategy),
-disk sizes (disk_resize), disks added (disk_create and disk_attach, or disk_attach of the
-project's free disk of that name) or left out (disk_detach: the disk stays in the project),
-interfaces added (nic_add) or left out (nic_remove), and link states (nic_set_link). Any other
-difference is a problem naming the field and what to do instead.
-
-Disks are matched by name (including the default names instance_create gives, `web-1-disk1`),
-interfaces by position: the manifest's n-th interface is eth<n>.
-
-Steps run in an order that keeps them possible: removals first (they need a stopped instance,
-and free the eth index nic_add reuses), then resizes, additions and link states, and the run
-strategy last, because Always starts the instance and a starting instance refuses changes.
+Only what a service can change becomes a step (run strategy, disk sizes, disks and interfaces
+added or left out, link states); any other difference is a problem. Disks match by name,
+interfaces by position (the n-th is eth<n>). Removals run first (they need a stopped instance
+and free eth indexes), the run strategy last (Always starts the instance, which then refuses).
 """
 
 import ipaddress

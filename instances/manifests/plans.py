@@ -1,12 +1,8 @@
 """Plans: what applying one document would do, as diff lines and the service calls behind them.
 
-Planning only reads. It checks, for every document before anything is written:
-1. the acting user's role in the project (operator, as for the API's writes);
-2. the spec against the API's schema, after replacing names by ids;
-3. the ids against what the project may use;
-4. for an existing instance, that only fields the services can change differ (instances.
-   manifests.diffs).
-Every problem of every document is collected and raised together.
+Planning only reads. Before anything is written it checks every document (the operator role,
+the spec against the API schema with names replaced by ids, the ids the project may use, and
+that only fields the services can change differ) and raises every problem together.
 """
 
 from django.contrib.auth.models import AbstractBaseUser

@@ -5,10 +5,8 @@ from django.db import models
 class ConsoleTicket(models.Model):
     """A one-time pass to open one browser console: issued by the web app, claimed by the proxy.
 
-    Bound to a user, an instance and a console kind. Only the SHA-256 hash of the ticket is
-    stored; the plaintext goes to the browser once, which hands it to the console proxy in the
-    websocket subprotocol list (never in a URL). It is claimed with a conditional UPDATE
-    (`claimed_at` still empty, not expired), so it opens at most one session.
+    Only its SHA-256 is stored; the plaintext travels once, in the websocket subprotocol list
+    (never a URL), and one conditional UPDATE claims it, so it opens at most one session.
     """
 
     token_hash = models.CharField("SHA-256 of the ticket", max_length=64, unique=True)

@@ -9,12 +9,9 @@ if TYPE_CHECKING:
 
 
 class GuestReport(models.Model):
-    """What the guest agent inside a running instance last said about it: the host's worker
-    asks every ZOPDAY_GUEST_REPORT_SECONDS (services.guest_reports) and keeps the answer here,
-    so that pages read it without reaching the hypervisor.
+    """The guest agent's last report on a running instance, so pages need not ask the hypervisor.
 
-    `error` says why the latest ask got no answer (the agent is not running yet, say); the
-    facts then stay as the last answer gave them, and `reported_at` says when that was."""
+    `error` says why the latest poll failed; the facts and `reported_at` stay from the last one."""
 
     instance = models.OneToOneField(
         "instances.Instance", on_delete=models.CASCADE, primary_key=True, related_name="guest"

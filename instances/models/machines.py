@@ -25,11 +25,9 @@ def _default_host() -> str:
 
 
 class Instance(NamedInProject, models.Model):
-    """A virtual machine in one zone: sizing, topology, firmware, cloud-init and its power state.
+    """A virtual machine in one zone: sizing, topology, firmware, cloud-init and power state.
 
-    Disks and NICs hang off it. `power_state` is what the console shows: the transitional states
-    are set by services before work is queued, the terminal ones by tasks and the reconciler from
-    what the backend reports.
+    Services set transitional power states before queueing work; tasks and the reconciler the rest.
     """
 
     project = models.ForeignKey(

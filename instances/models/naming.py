@@ -1,4 +1,4 @@
-"""Names unique in a project, with a clash said at the name field."""
+"""Names unique in a project, with a clash reported at the name field."""
 
 from collections.abc import Collection
 from typing import Any, ClassVar

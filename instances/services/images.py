@@ -1,12 +1,9 @@
-"""Images users register: a qcow2 cloud image or an ISO uploaded into the project's folder of
-the images directory, checked before it is kept; and their removal.
+"""Images users register (a qcow2 cloud image or an ISO uploaded into the project's folder of the
+images directory), checked before they are kept; and their removal.
 
-A qcow2 image must be standalone (no backing file, no external data file: either would let an
-instance read a file of the host) and pass qemu-img's consistency check; its virtual size is the
-smallest root disk made from it, and at most ZOPDAY_IMAGE_MAX_VIRTUAL_GB. An ISO must be an ISO
-9660 image (pycdlib reads its volume descriptors). A project's uploaded files together stay within
-ZOPDAY_PROJECT_IMAGE_QUOTA_GB. A file that fails is removed at once: nothing half-registered is
-left.
+A qcow2 must be standalone (a backing or external data file would expose host files), pass
+qemu-img check and stay within ZOPDAY_IMAGE_MAX_VIRTUAL_GB; an ISO must be ISO 9660. Uploads
+stay within ZOPDAY_PROJECT_IMAGE_QUOTA_GB; a file that fails is removed at once.
 """
 
 import math

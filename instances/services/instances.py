@@ -94,13 +94,8 @@ def instance_check(*, project: Project, fields: dict[str, object]) -> None:
 def instance_create(
     *, project: Project, actor: AbstractBaseUser, request: InstanceRequest
 ) -> Instance:
-    """Create an instance with its root disk, secondary disks and NICs, all or nothing.
-
-    1. Validate the instance fields (sizing, topology, firmware, cloud-init).
-    2. Create the root disk from the image, then the other disks, each validated.
-    3. Create the NICs in order (eth0 first), leasing addresses from IPAM.
-    4. Record the audit event; start it when the run strategy says so.
-    Any ValidationError rolls back the whole transaction: nothing is left half-created.
+    """Create an instance with its root disk, other disks and NICs, all or nothing: any
+    ValidationError rolls the whole transaction back. Starts it if its run strategy says so.
     """
     role = project_role(actor, project)
     if role is None or not role.allows(Role.OPERATOR):
@@ -121,7 +116,7 @@ def instance_create(
             fields = error.message_dict
         if "name" not in fields and (promised := name_promised(project, instance.name)):
             fields["name"] = [promised]
-        if fields:  # its disks and NICs checked too, all said at once
+        if fields:  # its disks and NICs checked too, all reported together
             raise ValidationError(_parts_errors(instance, request) | fields)
         instance.save()
         errors: dict[str, list[str]] = {}

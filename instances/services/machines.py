@@ -182,14 +182,8 @@ def machine_start(instance_id: int, claimed_at: str | None = None) -> None:
 def machine_shutdown(instance_id: int, claimed_at: str | None = None) -> None:
     """Press the ACPI button, wait for the guest to power off, record Stopped, then tidy up.
 
-    1. Press; the backend waits for the power-off (QEMU: its SHUTDOWN event), pressing again
-       every ACPI_REPEAT_SECONDS: a guest still booting has no ACPI daemon yet.
-    2. Past SHUTDOWN_TIMEOUT the instance goes back to Running with a message (under Halted,
-       which keeps it off, its power is cut instead). The backend forgets the stop it was asked
-       for first, here and after any error: a later crash of this guest is a crash for its run
-       strategy, not the stop the user gave up on.
-    3. Stopped is recorded as soon as the guest is off; the status read after it ends the
-       machine's process and releases its helpers, which the user need not wait for.
+    Past SHUTDOWN_TIMEOUT it is Running again (Halted: power is cut); on timeout or error the
+    backend forgets the stop, so a later crash still counts as a crash for the run strategy.
     """
     instance = _claimed(instance_id, PowerState.STOPPING, claimed_at)
     if instance is None:

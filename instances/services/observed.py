@@ -31,12 +31,9 @@ def instance_power_observe(
     last_exit: LastExit = LastExit.NONE,
     message: str = "",
 ) -> bool:
-    """Make the instance's power state what its backend reports (Running, Stopped or Failed).
+    """Set the instance's power state to what its backend reports; True when it changed.
 
-    A power operation under way wins: a transitional state is left to its task unless it is
-    older than STUCK_AFTER. The write is a conditional UPDATE from the state the caller read
-    before asking the cloud, so an operation that settled meanwhile is not overwritten. A change
-    leaves an audit event by the system. True when the instance changed.
+    An operation under way (younger than STUCK_AFTER) or settled since the caller's read wins.
     """
     current = instance.power_state
     now = timezone.now()

@@ -44,18 +44,9 @@ def restart_wanted(strategy: str, exit_kind: ExitKind) -> bool:
 
 
 def reconcile_host(host: str) -> None:
-    """Make the database match what the backend reports for every instance on this host, and
-    apply run strategies to guests that stopped by themselves.
-
-    1. Running in the database, stopped in reality: record how it ended; restart it when its
-       run strategy says so (Always; RerunOnFailure after a crash).
-    2. Stopped in the database, running in reality (adopted after a restart): mark it running;
-       under Halted, stop it.
-    3. Stuck in a transitional state (its worker died): settle it from what the backend reports.
-    4. Running in both: refresh the carrier state of its NICs (the link the backend set, and
-       what the guest agent last reported), and apply a link state the user changed while it
-       started (the link's own task found it not yet running).
-    5. Snapshots whose work did not finish in time fail, saying so.
+    """Make the database match what the backend reports for this host's instances: record guests
+    that stopped or started by themselves (applying run strategies), settle states a dead worker
+    left, refresh NIC link states, and fail snapshot work that ran out of time.
     """
     stuck_before = timezone.now() - timedelta(seconds=STUCK_AFTER_SECONDS)
     local = Instance.objects.filter(host=host, backend__in=LOCAL_BACKENDS)

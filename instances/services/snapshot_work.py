@@ -87,11 +87,10 @@ TASK_STATES = {
 
 
 def snapshot_failed(snapshot_id: int, state: str, message: str) -> None:
-    """The work of `state` failed for good (after its retries): the snapshot says why, and so
-    do the events of the disk's instance. A failed take or delete leaves it Failed, keeping its
-    name from a new snapshot: QEMU may yet finish one it timed out on, under that name (asking
-    again for the snapshot retries it and counts such a late one as taken; deleting it removes
-    it). A failed revert leaves the snapshot as it was, Ready."""
+    """Record that the work of `state` failed for good, on the snapshot and its instance's events.
+
+    A failed take or delete leaves it Failed, keeping its name (QEMU may yet finish the work; asking
+    again retries it); a failed revert leaves it Ready."""
     snapshot = DiskSnapshot.objects.select_related("disk__project").filter(pk=snapshot_id).first()
     if snapshot is None or snapshot.state != state:
         return

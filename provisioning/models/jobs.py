@@ -19,11 +19,8 @@ def _token() -> str:
 class ProvisioningJob(models.Model):
     """One VM environment: where it lives, how its pool is shaped, and what the pipeline made.
 
-    `config` holds the InfraConfig (provisioning.infra): the wizard's choices, every resource id
-    the steps created and the per-VM lifecycle state. `token` names the job's cloud resources and
-    tags them (with `zopday:job`), so a step finds what an earlier attempt made before creating.
-    `vms_refreshed_at` is the claim of the periodic refresh that reads the VMs' state back
-    (services.vms), so two runs never refresh one job at once.
+    `config` is the InfraConfig; `token` tags the job's cloud resources so a retry finds them;
+    `vms_refreshed_at` claims the periodic VM refresh, so two runs never refresh one job at once.
     """
 
     project = models.ForeignKey(

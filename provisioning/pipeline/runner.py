@@ -1,14 +1,9 @@
 """The runner that claims and runs a job's steps (pipeline.steps names them).
 
-`job_advance` runs one step:
-1. skip unless the job is in a transitional status;
-2. pick the first step not done; claim it with a conditional UPDATE (pending, or running with a
-   lapsed lease because its worker died, and still at the attempt count read): zero rows
-   updated means another worker has it;
-3. run it, retrying transient CloudErrors with a bounded exponential backoff; only its first
-   attempt lets the cloud create without looking its resources up first;
-4. record the outcome: success queues the next step on commit; a permanent error fails the step
-   and the job with the cloud's own message; retry_from_failed_step resumes there.
+`job_advance` runs a transitional job's first step not done. A conditional UPDATE claims it
+(pending, or a lapsed lease, at the attempt count read), so one worker wins. Transient
+CloudErrors retry with bounded backoff (only the first attempt creates without a lookup);
+success queues the next step on commit, a permanent error fails the step and the job.
 """
 
 import logging

@@ -17,12 +17,9 @@ FLUSH_SECONDS = 0.5
 
 
 class StepWriter:
-    """The running step's log lines and the job's InfraConfig, written through so the progress
-    page shows them live, but batched: what arrives less than FLUSH_SECONDS after the last write
-    waits for the next write, the heartbeat or the end of the step. A step that creates ten
-    resources in half a second then costs two UPDATEs, not twenty-five. A worker killed mid-step
-    loses at most those unwritten lines and ids; nothing depends on them, because the step's next
-    attempt finds its resources by tag before creating anything."""
+    """The running step's log lines and InfraConfig, written through but batched by FLUSH_SECONDS so
+    the progress page stays live on few UPDATEs. A killed worker may lose unwritten ones safely:
+    the step's next attempt finds its resources by tag."""
 
     def __init__(self, job: ProvisioningJob, step: JobStep, config: InfraConfig) -> None:
         self.job, self.step, self.config = job, step, config

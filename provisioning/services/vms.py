@@ -46,16 +46,10 @@ def _claim_refresh(job_id: int) -> bool:
 
 
 def job_vms_refresh(*, job: ProvisioningJob) -> list[str]:
-    """Read the job's registered VMs from the cloud and record what it says.
+    """Read the job's registered VMs from the cloud, record their lifecycle and load balancer state,
+    and give their instances the reported power state; return the ids whose lifecycle changed.
 
-    1. Read the instance rows and the recorded lifecycle states first, then ask the cloud: a
-       power operation that settles in between makes the writes below skip that VM.
-    2. Record each VM's lifecycle state in the InfraConfig (lifecycle_for), and what the load
-       balancer, if the job has one, says of it.
-    3. Give each VM's instance the power state the cloud reports (Running, Stopped with how it
-       stopped, or Failed with the reason when the VM is gone); a VM between two states, or an
-       instance in a power operation, is left alone.
-    Returns the cloud ids whose lifecycle state changed.
+    Rows are read before the cloud is asked, so a power operation that settles meanwhile wins.
     """
     config = InfraConfig.from_json(job.config)
     vms = [vm for vm in config.vms if vm.console_instance_id]

@@ -1,17 +1,9 @@
 """The QEMU command line of a machine: a pure function of its spec, run folder and a few options.
 
-Device layout on the q35 machine, and why:
-- virtio disks sit each behind their own PCIe root port, plus a few spare ports: devices on the
-  root bus (pcie.0) cannot be hot-unplugged, devices behind a root port can (ACPI hotplug).
-- SATA disks and CD-ROMs use the q35 AHCI controller (buses ide.0 .. ide.5; no hotplug there).
-- the NoCloud seed is a read-only virtio disk on the root bus; it never leaves.
-- two QMP monitors: `qmp` for commands, `watch` for the one waiter of a power-off (QEMU serves one
-  client per monitor, and a waiter holds its connection).
-- the serial port is a unix socket chardev with `logfile=`: QEMU itself records every byte the guest
-  prints, from power-on, whether or not a console client is connected.
-- `-no-shutdown` keeps QEMU alive in status "shutdown" when the guest powers off, and
-  `-action panic=pause` leaves it in "guest-panicked" after a pvpanic report: the backend can then
-  tell a clean guest power-off from a crash.
+On q35, virtio disks sit behind their own PCIe root ports (plus spares) so they can hot-unplug;
+SATA disks and CD-ROMs use AHCI; the NoCloud seed stays on pcie.0. Monitor `watch` is for the one
+power-off waiter, `qmp` for commands. The serial chardev's `logfile=` keeps every byte; with
+`-no-shutdown` and `-action panic=pause` a guest power-off is told from a crash.
 """
 
 from collections.abc import Mapping

@@ -1,12 +1,9 @@
 """Bridged networking: every subnet is a real L2 segment, kept away from the host's own network.
 
-As root, the product owns one network namespace. Inside it there is one Linux bridge per segment
-(`NicSpec.network`), holding the segment's gateway address, and one tap per NIC, and QEMU runs
-inside it (`ip netns exec`), so guests on one segment reach each other, the namespace reaches
-them (`ip netns exec NS ssh spx@ADDRESS`), and nothing on the host changes. Device names are
-hashes (at most 15 characters for the kernel) and deterministic, so plugging is idempotent. A
-bridge goes away with its last tap. Changes are serialised by a lock file: a bridge must not
-vanish between another machine's bridge check and its tap creation.
+As root, QEMU runs in our own network namespace, with a Linux bridge per segment (holding its
+gateway) and a tap per NIC, so guests reach each other and the namespace and the host is
+untouched. Device names are deterministic hashes (15 characters at most), so plugging is
+idempotent; a lock file keeps a bridge from vanishing between another's check and tap creation.
 """
 
 import contextlib

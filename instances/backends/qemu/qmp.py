@@ -55,13 +55,10 @@ class Monitor:
     def wait_for_status(
         self, states: Collection[str], events: Collection[str], timeout: float
     ) -> bool:
-        """Wait until QEMU's run status is one of states: True once it is, False after timeout.
+        """Wait until QEMU's run status is one of states: True once it is, else False.
 
-        Listens for events (those that enter the states) before asking query-status, so a change
-        between the two is not missed. False too when QEMU closes the connection (it may have
-        exited: the caller looks). Holds the connection while waiting: use a monitor that serves
-        nothing else. The answer comes as soon as it is known; a thread of its own closes the
-        connection afterwards.
+        False on timeout or when QEMU closes the connection. Events are watched before query-status,
+        so no change is missed; use a monitor that serves nothing else, as this holds it.
         """
         answer: concurrent.futures.Future[bool] = concurrent.futures.Future()
 
@@ -179,10 +176,8 @@ class _Step:
 async def _hand_over() -> None:
     """Let the caller, woken by the answer, act on it before this thread closes the session.
 
-    The caller needs the interpreter lock to run, and a thread that keeps running Python (the
-    closing) holds it until it blocks or for up to 5 ms (sys.getswitchinterval()): that delay
-    would fall between the guest's power-off and the instance reading Stopped. Waiting here
-    blocks this thread's event loop, which releases the lock."""
+    Closing keeps this thread on the GIL for up to the switch interval (5 ms), delaying Stopped;
+    blocking this event loop releases it."""
     await asyncio.sleep(HAND_OVER_SECONDS)
 
 

@@ -158,12 +158,10 @@ class RunFolder:
         return self._pid_file.exists()
 
     def begin_start(self, pid: int, runtime: "Runtime") -> None:
-        """Record a fresh launch: forget how the previous run ended.
-
-        In this order for status reads, which take no lock: while the old pid is on file, the old
-        run's exit is too, so no reader takes that run for one still to be ended (ending it would
-        release the taps the new run has just plugged, which have the same names); and the exit
-        goes last, so a new run that dies at once is not read as the old run's stop request."""
+        """Record a fresh launch: forget how the previous run ended, in an order safe for lock-free
+        reads. The old exit outlives the old pid, lest a reader end that run and free the new run's
+        same-named taps, and the old stop request, lest a new run that dies at once read as stopped.
+        """
         self.write_runtime(runtime)
         self._boot_scan_file.unlink(missing_ok=True)  # the last run's, even from the same offset
         _write_atomic(self._pid_file, f"{pid}\n")
@@ -233,12 +231,10 @@ class RunFolder:
 
 @dataclass
 class Runtime:
-    """What the backend remembers about the current run of a machine (runtime.json).
+    """What the backend remembers about a machine's current run (runtime.json).
 
-    links: NIC name -> link up, as set at start and by set_link (QEMU cannot be asked for it).
-    taps: NIC name -> (tap device, network) plugged for this run, to unplug them afterwards.
-    serial_offset: size of serial.log when this run started (boots are counted after it).
-    resets: system_reset requests made through the backend during this run.
+    links/taps: per NIC, the link state set (QEMU cannot be asked) and the (tap, network) plugged;
+    serial_offset: serial.log's size at start (boots count after it); resets: system_resets made.
     """
 
     links: dict[str, bool] = field(default_factory=dict)

@@ -1,13 +1,9 @@
 """The QEMU backend's base: its settings, and reading and ending a machine's runs.
 
-How a status is read (lock-free, with idempotent side effects; actions hold the run lock):
-1. A live QEMU (the pid file's, or QEMU's own pid file's if its launcher died: taken over) is
-   asked query-status: running -> RUNNING; "shutdown" -> quit it and record REQUESTED if a stop
-   was asked for since the start, else GUEST_POWEROFF; "guest-panicked"/"internal-error" -> CRASHED.
-2. No live QEMU: the recorded exit; else REQUESTED if a stop was asked for, CRASHED if it had
-   been launched, nothing if never.
-`boots` counts kernel banners in serial.log since the start (minus the first), at least the
-resets restart() asked for; `links` are what the backend set, as QEMU cannot be asked.
+Status reads take no lock (side effects are idempotent; actions hold the run lock). A live QEMU
+(taken over by QEMU's pid file if its launcher died) is asked query-status: "shutdown" is quit
+and read as REQUESTED or GUEST_POWEROFF, a panic or internal error as CRASHED. Without one: the
+recorded exit, else REQUESTED if a stop was asked, CRASHED if it was launched.
 """
 
 import contextlib
