@@ -129,6 +129,26 @@ def nic_link(nic: NetworkInterface, role: Role | None) -> Allowed:
     return configure(nic.instance, role)
 
 
+def eip_associate(nic: NetworkInterface, role: Role | None) -> Allowed:
+    """An Elastic IP routes to one interface's private IPv4 address."""
+    if not (allowed := manage(role)):
+        return allowed
+    if hasattr(nic, "elastic_ip"):
+        return Allowed(False, f"{nic} already has an Elastic IP.", hidden=True, field="nic")
+    if not nic.ipv4:
+        reason = f"{nic} has no private IPv4 address to route to."
+        return Allowed(False, reason, hidden=True, field="nic")
+    return YES
+
+
+def eip_release(nic: NetworkInterface, role: Role | None) -> Allowed:
+    if not (allowed := manage(role)):
+        return allowed
+    if not hasattr(nic, "elastic_ip"):
+        return Allowed(False, f"{nic} has no Elastic IP.", hidden=True, field="nic")
+    return YES
+
+
 DISK_RULES: dict[str, Callable[[Any, Role | None], Allowed]] = {
     "detach": disk_detach,
     "resize": disk_resize,
@@ -143,6 +163,8 @@ SNAPSHOT_RULES: dict[str, Callable[[Any, Role | None], Allowed]] = {
 NIC_RULES: dict[str, Callable[[Any, Role | None], Allowed]] = {
     "remove": nic_remove,
     "link": nic_link,
+    "associate_eip": eip_associate,
+    "release_eip": eip_release,
 }
 
 

@@ -205,13 +205,13 @@ def eip_allocate(*, project: Project, actor: AbstractBaseUser) -> ElasticIP:
 
 @transaction.atomic
 def eip_associate(*, eip: ElasticIP, nic: NetworkInterface, actor: AbstractBaseUser) -> None:
-    actions.require(actions.manage(project_role(actor, eip.project)))
+    role = project_role(actor, eip.project)
+    actions.require(actions.manage(role))
     if nic.instance.project_id != eip.project_id:
         raise ValidationError({"nic": "Choose an interface of this project."})
-    if not nic.ipv4:
-        raise ValidationError({"nic": f"{nic} has no private IPv4 address to route to."})
-    if ElasticIP.objects.filter(nic=nic).exclude(pk=eip.pk).exists():
-        raise ValidationError({"nic": f"{nic} already has an Elastic IP."})
+    nic = NetworkInterface.objects.select_related("elastic_ip").get(pk=nic.pk)
+    if getattr(nic, "elastic_ip", None) != eip:  # associating it again changes nothing
+        actions.require(row_rules.eip_associate(nic, role))
     eip.nic = nic
     eip.save(update_fields=["nic"])
     audit_record(

@@ -193,3 +193,31 @@ def test_the_tabs_show_a_row_button_exactly_when_the_service_would_not_hide_it(
     if not removable:
         with pytest.raises(ActionRefused, match="Stop the instance"):
             network.nic_remove(nic=nic, actor=operator)
+
+
+def test_the_elastic_ip_buttons_follow_the_rows_rules(client_for, operator, setup):
+    """Associate shows for an interface with a private IPv4 address and no Elastic IP yet,
+    Disassociate for one that has one; the service refuses by the same rule, at the field."""
+    from django.core.exceptions import ValidationError
+
+    from instances.services import network
+
+    instance, ids = setup
+    url = reverse("instance-detail", args=["alpha", instance.pk])
+    eip = ElasticIP.objects.get(pk=ids["eip"])
+    primary, second = instance.nics.order_by("index")
+    instance.nics.filter(pk=second.pk).update(ipv4=None)
+    second.refresh_from_db()
+
+    def row(nic):
+        page = client_for("operator").get(url, {"tab": "networking"}).text
+        return page.split(f'data-nic="{nic.name}"')[1].split("</tr>")[0]
+
+    assert ">Associate</button>" in row(primary) and ">Associate</button>" not in row(second)
+    with pytest.raises(ValidationError, match="no private IPv4 address") as refused:
+        network.eip_associate(eip=eip, nic=second, actor=operator)
+    assert "nic" in refused.value.message_dict
+    network.eip_associate(eip=eip, nic=primary, actor=operator)
+    network.eip_associate(eip=eip, nic=primary, actor=operator)  # again: nothing changes
+    assert ">Disassociate IP</button>" in row(primary)
+    assert ">Associate</button>" not in row(primary)
