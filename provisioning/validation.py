@@ -7,6 +7,7 @@ from django.core.exceptions import ValidationError
 
 from provisioning.choices import BootstrapMode, NetworkMode, PoolMode
 from provisioning.clouds import CLOUDS, available, cloud_for
+from provisioning.clouds.base import id_errors
 from provisioning.infra import InfraConfig
 from provisioning.schedules import schedule_errors
 
@@ -93,7 +94,7 @@ def machine_errors(config: InfraConfig) -> dict[str, str]:
 def image_errors(config: InfraConfig) -> dict[str, str]:
     """An image asked for by id (the default otherwise) has that cloud's form; stepValidate
     checks that it exists."""
-    return cloud_for(config.provider).image_errors(config)
+    return id_errors(config, cloud_for(config.provider).image_rules)
 
 
 def network_errors(config: InfraConfig) -> dict[str, str]:
@@ -107,7 +108,7 @@ def network_errors(config: InfraConfig) -> dict[str, str]:
             if network.version != 4 or not 16 <= network.prefixlen <= 22:
                 errors["vpc_cidr"] = "Give an IPv4 network from /16 to /22."
     elif config.network_mode == NetworkMode.EXISTING:
-        errors.update(cloud_for(config.provider).existing_network_errors(config))
+        errors.update(id_errors(config, cloud_for(config.provider).existing_network_rules))
     else:
         errors["network_mode"] = "Choose new or existing."
     return errors

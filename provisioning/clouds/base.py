@@ -39,6 +39,26 @@ class CloudPrices:
     nat_label: str
 
 
+@dataclass(frozen=True)
+class IdRule:
+    """A field that, when given, must match a cloud's id pattern; `message` says what to give."""
+
+    field: str
+    pattern: re.Pattern[str]
+    message: str
+    required: bool = False
+
+
+def id_errors(config: InfraConfig, rules: "tuple[IdRule, ...]") -> dict[str, str]:
+    """Each rule's message at its field where the value breaks the rule."""
+    errors = {}
+    for rule in rules:
+        value = getattr(config, rule.field) or ""
+        if (value or rule.required) and not rule.pattern.match(value):
+            errors[rule.field] = rule.message
+    return errors
+
+
 @dataclass
 class AccountCredentials:
     """What a new cloud account is given; a cloud checks it and fills what it derives."""
@@ -107,14 +127,12 @@ class Cloud(Protocol):
     region_pattern: re.Pattern[str]
     region_example: str
     prices: CloudPrices
+    image_rules: tuple[IdRule, ...]  # an image asked for by id
+    existing_network_rules: tuple[IdRule, ...]  # an existing VPC and subnet
 
     def plan(self, config: InfraConfig) -> list[str]:
         """Every resource a job will create, in words (the wizard's review)."""
         ...
-
-    def image_errors(self, config: InfraConfig) -> dict[str, str]: ...
-
-    def existing_network_errors(self, config: InfraConfig) -> dict[str, str]: ...
 
     def account_credentials(
         self, credentials: AccountCredentials, actor: AbstractBaseUser | None

@@ -4,14 +4,18 @@ console proxy in-process, and a fake serial socket printing the text."""
 import base64
 
 import pytest
-from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import connections
 from playwright.sync_api import expect
 
 from instances.consoles.proxy import ConsoleProxy
 from tests.e2e.session import log_in
-from tests.instances.consoles.conftest import FakeBackend, LoopThread, _Locator, free_port
+from tests.instances.consoles.conftest import (
+    FakeBackend,
+    LoopThread,
+    _Locator,
+    free_port,
+    served,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 
@@ -33,23 +37,10 @@ def proxy_for_pages(serial_socket, live_server, settings, tmp_path):
     proxy = ConsoleProxy(
         allowed_origins=[live_server.url], locator=_Locator(serial_socket), linger=0
     )
-    port = free_port()
-    settings.CONSOLEPROXY_PORT = port
+    settings.CONSOLEPROXY_PORT = free_port()
     settings.RUN_DIR = tmp_path / "run"
-
-    async def start():
-        return await proxy.serve("127.0.0.1", port)
-
-    server = serial_socket.loop.run(start())
-    yield proxy
-
-    async def stop():
-        server.close()
-        await server.wait_closed()
-        proxy.hubs.close_all()
-        await sync_to_async(connections.close_all)()
-
-    serial_socket.loop.run(stop())
+    with served(proxy, serial_socket.loop, settings.CONSOLEPROXY_PORT):
+        yield proxy
 
 
 def lit_pixels_per_cell(browser, png: bytes, cells: int) -> list[list[int]]:

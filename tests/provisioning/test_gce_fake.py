@@ -632,6 +632,18 @@ def make_backend_service(client, group: str = GROUP) -> Any:
     return services
 
 
+def make_map_and_proxy(client) -> tuple[Any, Any]:
+    """A URL map to zopday-bes and an HTTP proxy to it; returns both clients."""
+    maps, proxies = client(compute_v1.UrlMapsClient), client(compute_v1.TargetHttpProxiesClient)
+    resource = compute_v1.UrlMap(
+        name="zopday-map", default_service="global/backendServices/zopday-bes"
+    )
+    succeeded(client, maps.insert(project=PROJECT, url_map_resource=resource))
+    resource = compute_v1.TargetHttpProxy(name="zopday-proxy", url_map="global/urlMaps/zopday-map")
+    succeeded(client, proxies.insert(project=PROJECT, target_http_proxy_resource=resource))
+    return maps, proxies
+
+
 def health(client, group: str = GROUP) -> list[tuple[str, str]]:
     answer = client(compute_v1.BackendServicesClient).get_health(
         **SERVICE, resource_group_reference_resource=compute_v1.ResourceGroupReference(group=group)
@@ -661,13 +673,7 @@ def test_the_load_balancer_chain_is_made_in_order_and_deleted_in_reverse(gce, cl
         "RESERVED", "EXTERNAL", "IPV4"
     )  # fmt: skip
     services = make_backend_service(client)
-    maps, proxies = client(compute_v1.UrlMapsClient), client(compute_v1.TargetHttpProxiesClient)
-    resource = compute_v1.UrlMap(
-        name="zopday-map", default_service="global/backendServices/zopday-bes"
-    )
-    succeeded(client, maps.insert(project=PROJECT, url_map_resource=resource))
-    resource = compute_v1.TargetHttpProxy(name="zopday-proxy", url_map="global/urlMaps/zopday-map")
-    succeeded(client, proxies.insert(project=PROJECT, target_http_proxy_resource=resource))
+    maps, proxies = make_map_and_proxy(client)
     rules = client(compute_v1.GlobalForwardingRulesClient)
     resource = compute_v1.ForwardingRule(
         name="zopday-fr", I_p_address=address.self_link, I_p_protocol="TCP", port_range="80",
@@ -733,18 +739,13 @@ def test_load_balancer_parts_must_name_existing_and_matching_parts(client):
         service(backends=backends)
     make_backend_service(client)  # EXTERNAL_MANAGED
 
-    maps, proxies = client(compute_v1.UrlMapsClient), client(compute_v1.TargetHttpProxiesClient)
+    maps = client(compute_v1.UrlMapsClient)
     with pytest.raises(exceptions.BadRequest, match="Required field 'resource.defaultService'"):
         maps.insert(project=PROJECT, url_map_resource=compute_v1.UrlMap(name="zopday-map"))
     with pytest.raises(exceptions.NotFound, match="backendServices/other"):
         maps.insert(project=PROJECT, url_map_resource=compute_v1.UrlMap(
             name="zopday-map", default_service="global/backendServices/other"))  # fmt: skip
-    resource = compute_v1.UrlMap(
-        name="zopday-map", default_service="global/backendServices/zopday-bes"
-    )
-    succeeded(client, maps.insert(project=PROJECT, url_map_resource=resource))
-    resource = compute_v1.TargetHttpProxy(name="zopday-proxy", url_map="global/urlMaps/zopday-map")
-    succeeded(client, proxies.insert(project=PROJECT, target_http_proxy_resource=resource))
+    make_map_and_proxy(client)
 
     rules = client(compute_v1.GlobalForwardingRulesClient)
 

@@ -3,11 +3,8 @@
 
 from typing import TYPE_CHECKING
 
-from django.contrib.auth.models import AbstractBaseUser
-
 from provisioning.clouds.aws import plan, rules
-from provisioning.clouds.base import AccountCredentials, CloudSteps
-from provisioning.infra import InfraConfig
+from provisioning.clouds.base import CloudSteps
 
 if TYPE_CHECKING:
     from provisioning.clouds.power import CloudVmBackend
@@ -23,23 +20,11 @@ class AwsCloud:
     region_pattern = rules.REGION
     region_example = "us-east-1"
     prices = rules.PRICES
-
-    def plan(self, config: InfraConfig) -> list[str]:
-        return plan.plan(config)
-
-    def image_errors(self, config: InfraConfig) -> dict[str, str]:
-        return rules.image_errors(config)
-
-    def existing_network_errors(self, config: InfraConfig) -> dict[str, str]:
-        return rules.existing_network_errors(config)
-
-    def account_credentials(
-        self, credentials: AccountCredentials, actor: AbstractBaseUser | None
-    ) -> AccountCredentials:
-        return rules.account_credentials(credentials)
-
-    def secret_check(self, secret: str, actor: AbstractBaseUser | None) -> tuple[str, str]:
-        return "", ""  # a secret access key: nothing to read in it
+    image_rules = rules.IMAGE
+    existing_network_rules = rules.EXISTING_NETWORK
+    plan = staticmethod(plan.plan)
+    account_credentials = staticmethod(rules.account_credentials)
+    secret_check = staticmethod(rules.secret_check)
 
     def bootstrap_commands(self, sentinel: str) -> list[list[str]]:
         return []

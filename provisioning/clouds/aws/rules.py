@@ -3,15 +3,33 @@ list prices, Linux, us-east-1)."""
 
 import re
 
+from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 
-from provisioning.clouds.base import AccountCredentials, CloudPrices, MachineType
-from provisioning.infra import InfraConfig
+from provisioning.clouds.base import AccountCredentials, CloudPrices, IdRule, MachineType
 
 REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
-AMI_ID = re.compile(r"^ami-(?:[0-9a-f]{8}|[0-9a-f]{17})$")
-VPC_ID = re.compile(r"^vpc-[0-9a-f]{8,17}$")
-SUBNET_ID = re.compile(r"^subnet-[0-9a-f]{8,17}$")
+IMAGE: tuple[IdRule, ...] = (
+    IdRule(
+        "image_id",
+        re.compile(r"^ami-(?:[0-9a-f]{8}|[0-9a-f]{17})$"),
+        "Give an AMI id such as ami-0123456789abcdef0.",
+    ),
+)
+EXISTING_NETWORK: tuple[IdRule, ...] = (
+    IdRule(
+        "existing_vpc_id",
+        re.compile(r"^vpc-[0-9a-f]{8,17}$"),
+        "Give a VPC id such as vpc-0a1b2c3d.",
+        required=True,
+    ),
+    IdRule(
+        "existing_subnet_id",
+        re.compile(r"^subnet-[0-9a-f]{8,17}$"),
+        "Give a subnet id such as subnet-0a1b2c3d.",
+        required=True,
+    ),
+)
 
 PRICES = CloudPrices(
     machines={
@@ -36,25 +54,17 @@ PRICES = CloudPrices(
 )
 
 
-def image_errors(config: InfraConfig) -> dict[str, str]:
-    if config.image_id and not AMI_ID.match(config.image_id):
-        return {"image_id": "Give an AMI id such as ami-0123456789abcdef0."}
-    return {}
-
-
-def existing_network_errors(config: InfraConfig) -> dict[str, str]:
-    errors = {}
-    if not VPC_ID.match(config.existing_vpc_id or ""):
-        errors["existing_vpc_id"] = "Give a VPC id such as vpc-0a1b2c3d."
-    if not SUBNET_ID.match(config.existing_subnet_id or ""):
-        errors["existing_subnet_id"] = "Give a subnet id such as subnet-0a1b2c3d."
-    return errors
-
-
-def account_credentials(credentials: AccountCredentials) -> AccountCredentials:
+def account_credentials(
+    credentials: AccountCredentials, actor: AbstractBaseUser | None
+) -> AccountCredentials:
     """Access keys, or a role (or both: the keys assume the role)."""
     if not credentials.role_arn and not (
         credentials.access_key_id and credentials.secret_access_key
     ):
         raise ValidationError({"access_key_id": "Give an access key and its secret, or a role."})
     return credentials
+
+
+def secret_check(secret: str, actor: AbstractBaseUser | None) -> tuple[str, str]:
+    """A secret access key: nothing in it to read."""
+    return "", ""

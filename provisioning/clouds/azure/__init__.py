@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 
-from provisioning.clouds.base import AccountCredentials, CloudPrices, CloudSteps
+from provisioning.clouds.base import AccountCredentials, CloudPrices, CloudSteps, IdRule
 from provisioning.clouds.errors import CloudError
 from provisioning.infra import InfraConfig
 
@@ -46,15 +46,11 @@ class AzureCloud:
         machines={}, default_machine="", disk_gb_month=0.0, lb_hourly=0.0, nat_hourly_base=0.0,
         nat_hourly_per_vm=0.0, nat_gb_processed=0.0, disk_label="", lb_label="", nat_label="",
     )  # fmt: skip
+    image_rules: tuple[IdRule, ...] = ()
+    existing_network_rules: tuple[IdRule, ...] = ()
 
     def plan(self, config: InfraConfig) -> list[str]:
         return []
-
-    def image_errors(self, config: InfraConfig) -> dict[str, str]:
-        return {}
-
-    def existing_network_errors(self, config: InfraConfig) -> dict[str, str]:
-        return {}
 
     def account_credentials(
         self, credentials: AccountCredentials, actor: AbstractBaseUser | None

@@ -4,11 +4,8 @@ imported by `steps` and `vm_backend` only, when first used."""
 import shlex
 from typing import TYPE_CHECKING
 
-from django.contrib.auth.models import AbstractBaseUser
-
-from provisioning.clouds.base import AccountCredentials, CloudSteps
+from provisioning.clouds.base import CloudSteps
 from provisioning.clouds.gcp import plan, rules
-from provisioning.infra import InfraConfig
 
 if TYPE_CHECKING:
     from provisioning.clouds.power import CloudVmBackend
@@ -28,23 +25,11 @@ class GcpCloud:
     region_pattern = rules.REGION
     region_example = "us-central1"
     prices = rules.PRICES
-
-    def plan(self, config: InfraConfig) -> list[str]:
-        return plan.plan(config)
-
-    def image_errors(self, config: InfraConfig) -> dict[str, str]:
-        return rules.image_errors(config)
-
-    def existing_network_errors(self, config: InfraConfig) -> dict[str, str]:
-        return rules.existing_network_errors(config)
-
-    def account_credentials(
-        self, credentials: AccountCredentials, actor: AbstractBaseUser | None
-    ) -> AccountCredentials:
-        return rules.account_credentials(credentials, actor)
-
-    def secret_check(self, secret: str, actor: AbstractBaseUser | None) -> tuple[str, str]:
-        return rules.secret_check(secret, actor)
+    image_rules = rules.IMAGE
+    existing_network_rules = rules.EXISTING_NETWORK
+    plan = staticmethod(plan.plan)
+    account_credentials = staticmethod(rules.account_credentials)
+    secret_check = staticmethod(rules.secret_check)
 
     def bootstrap_commands(self, sentinel: str) -> list[list[str]]:
         """The sentinel also as a guest attribute, which stepCreateVMs reads through the API."""

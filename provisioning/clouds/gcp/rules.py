@@ -7,15 +7,36 @@ import re
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 
-from provisioning.clouds.base import AccountCredentials, CloudPrices, MachineType
+from provisioning.clouds.base import AccountCredentials, CloudPrices, IdRule, MachineType
 from provisioning.endpoints import token_uri_refusal
-from provisioning.infra import InfraConfig
 
 REGION = re.compile(r"^[a-z]+-[a-z]+\d+$")
 GCE_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 GCE_IMAGE = re.compile(
     r"^(?:(?:https://www\.googleapis\.com/compute/v1/)?projects/[a-z][-a-z0-9.:]*[a-z0-9]"
     r"/global/images/(?:family/)?)?[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$"
+)
+IMAGE: tuple[IdRule, ...] = (
+    IdRule(
+        "image_id",
+        GCE_IMAGE,
+        "Give an image name, or projects/PROJECT/global/images/NAME (or .../images/family/"
+        "FAMILY), e.g. projects/debian-cloud/global/images/family/debian-12.",
+    ),
+)
+EXISTING_NETWORK: tuple[IdRule, ...] = (
+    IdRule(
+        "existing_vpc_id",
+        GCE_NAME,
+        "Give the name of a VPC network such as prod-net.",
+        required=True,
+    ),
+    IdRule(
+        "existing_subnet_id",
+        GCE_NAME,
+        "Give the name of a subnetwork such as prod-subnet.",
+        required=True,
+    ),
 )
 GCP_PROJECT = re.compile(r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
 KEY_FIELDS = ("type", "client_email", "private_key", "token_uri")
@@ -41,24 +62,6 @@ PRICES = CloudPrices(
     lb_label="forwarding rule of the load balancer",
     nat_label="Cloud NAT (per VM hour + data processing)",
 )
-
-
-def image_errors(config: InfraConfig) -> dict[str, str]:
-    if config.image_id and not GCE_IMAGE.match(config.image_id):
-        return {
-            "image_id": "Give an image name, or projects/PROJECT/global/images/NAME (or "
-            ".../images/family/FAMILY), e.g. projects/debian-cloud/global/images/family/debian-12."
-        }
-    return {}
-
-
-def existing_network_errors(config: InfraConfig) -> dict[str, str]:
-    errors = {}
-    if not GCE_NAME.match(config.existing_vpc_id or ""):
-        errors["existing_vpc_id"] = "Give the name of a VPC network such as prod-net."
-    if not GCE_NAME.match(config.existing_subnet_id or ""):
-        errors["existing_subnet_id"] = "Give the name of a subnetwork such as prod-subnet."
-    return errors
 
 
 def service_account_key_problem(text: str) -> str:

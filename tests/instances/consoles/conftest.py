@@ -6,6 +6,8 @@ import asyncio
 import socket
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -154,22 +156,32 @@ def console_proxy(fake_backend, loop_thread, settings, tmp_path):
     proxy = ConsoleProxy(
         allowed_origins=[ORIGIN], locator=_Locator(fake_backend), history_bytes=4096, linger=0
     )
-    port = free_port()
+    with served(proxy, loop_thread) as port:
+        proxy.url = f"ws://127.0.0.1:{port}"
+        yield proxy
+
+
+@contextmanager
+def served(proxy: ConsoleProxy, loop, port: int = 0) -> Iterator[int]:
+    """The proxy serving on loopback (`port`, or a free one) from `loop`; yields the port,
+    then closes the server and every hub."""
+    port = port or free_port()
 
     async def start():
         return await proxy.serve("127.0.0.1", port)
 
-    server = loop_thread.run(start())
-    proxy.url = f"ws://127.0.0.1:{port}"
-    yield proxy
+    server = loop.run(start())
+    try:
+        yield port
+    finally:
 
-    async def stop():
-        server.close()
-        await server.wait_closed()
-        proxy.hubs.close_all()
-        await sync_to_async(connections.close_all)()
+        async def stop():
+            server.close()
+            await server.wait_closed()
+            proxy.hubs.close_all()
+            await sync_to_async(connections.close_all)()
 
-    loop_thread.run(stop())
+        loop.run(stop())
 
 
 @pytest.fixture

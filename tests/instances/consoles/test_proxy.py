@@ -63,6 +63,17 @@ def assert_backend_untouched(fake_backend, kind: str = "serial") -> None:
     assert fake_backend.received[kind] == b""
 
 
+@contextlib.contextmanager
+def booted_and_viewed(console_proxy, fake_backend, instance, user):
+    """A first viewer's console on an instance whose serial log holds its boot line."""
+    fake_backend.serial_log.write_bytes(b"boot\r\n")
+    with open_console(
+        console_proxy, instance, ticket=issue_ticket(user, instance), cookie_user=user
+    ) as first:
+        control(first, "hello")
+        yield first
+
+
 def test_an_operator_types_into_the_serial_console_and_sees_the_echo(
     console_proxy, fake_backend, running_instance, operator
 ):
@@ -324,11 +335,7 @@ def test_a_viewer_joining_before_qemu_logged_the_latest_output_gets_it_all_the_s
     the log yet. The history still ends at the position the greeting names, or a reconnecting
     page would show the wrong bytes where it resumes."""
     instance = running_instance
-    fake_backend.serial_log.write_bytes(b"boot\r\n")
-    with open_console(
-        console_proxy, instance, ticket=issue_ticket(operator, instance), cookie_user=operator
-    ) as first:
-        control(first, "hello")
+    with booted_and_viewed(console_proxy, fake_backend, instance, operator) as first:
         with fake_backend.serial_log.open("ab") as log:
             log.write(b"$ ls\r\n")
         fake_backend.emit("serial", b"$ ls\r\n")
@@ -354,11 +361,7 @@ def test_a_late_viewer_gets_what_the_others_were_sent_even_where_qemu_logged_it_
     ends exactly where the others' screens do (seen in CI: the log had bytes twice from the
     boot, and a late viewer's history ended at "zop-4")."""
     instance = running_instance
-    fake_backend.serial_log.write_bytes(b"boot\r\n")
-    with open_console(
-        console_proxy, instance, ticket=issue_ticket(operator, instance), cookie_user=operator
-    ) as first:
-        control(first, "hello")
+    with booted_and_viewed(console_proxy, fake_backend, instance, operator) as first:
         assert next_output(first) == b"boot\r\n"
         flood = b"[    1.178505] pci_bus 0000:00: root bus resource\r\n" * 100
         if more_than_the_history:  # the history no longer reaches back to the log

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from instances.backends import backend_available
+from provisioning import validation
 from provisioning.clouds import (
     CLOUDS,
     DEFAULT,
@@ -58,7 +59,7 @@ def test_each_cloud_plans_prices_and_checks_a_request_of_its_own(cloud):
     assert cloud.region_pattern.match(cloud.region_example)
     assert cloud.prices.default_machine in cloud.prices.machines
     assert any("instance" in line for line in cloud.plan(config))
-    assert cloud.image_errors(config) == {}
+    assert validation.image_errors(config) == {}
 
 
 def _imported(path: Path) -> set[str]:
