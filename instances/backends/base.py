@@ -37,6 +37,7 @@ class DiskSpec:
     source: Path | None = None  # qcow2 backing image, or the ISO of a CD-ROM
     boot_order: int | None = None
     serial: str = ""
+    reference: str = ""  # a container disk's OCI image reference
 
 
 @dataclass(frozen=True)
