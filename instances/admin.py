@@ -5,7 +5,10 @@ from django.contrib.auth.models import User
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 
-from instances import actions
+from instances import (
+    actions,
+    admin_clusters,  # noqa: F401  (registers ClusterAdmin)
+)
 from instances.access import project_role
 from instances.admin_scope import ProjectScopedAdmin
 from instances.choices import Role

@@ -1,4 +1,5 @@
 from .audit import AuditEvent
+from .clusters import Cluster
 from .consoles import ConsoleSession, ConsoleTicket
 from .disks import Disk, DiskSnapshot
 from .guest import GuestReport
@@ -12,6 +13,7 @@ from .tokens import ApiToken
 __all__ = [
     "ApiToken",
     "AuditEvent",
+    "Cluster",
     "ConsoleSession",
     "ConsoleTicket",
     "Disk",

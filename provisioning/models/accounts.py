@@ -1,7 +1,7 @@
 from django.core.validators import RegexValidator
 from django.db import models
 
-from provisioning import secrets
+from instances import secrets
 
 
 class CloudAccount(models.Model):

@@ -1,4 +1,5 @@
-"""Cloud secrets encrypted at rest with Fernet; the key is settings.ZOPDAY_SECRETS_KEY."""
+"""Secrets encrypted at rest with Fernet (cloud keys, cluster tokens); the key is
+settings.ZOPDAY_SECRETS_KEY."""
 
 from functools import cache
 
