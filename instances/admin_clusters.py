@@ -4,13 +4,20 @@ instances there. The token is write-only, as cloud secrets are."""
 from typing import Any
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from instances.models import Cluster
+from instances.services.clusters import cluster_check
 
 
 class ClusterForm(forms.ModelForm):
+    api_url = forms.URLField(
+        label="API server",
+        assume_scheme="https",
+        help_text="The cluster's API server, e.g. https://k8s.example.com:6443.",
+    )
     new_token = forms.CharField(
         label="Service account token",
         required=False,
@@ -50,6 +57,16 @@ class ClusterAdmin(admin.ModelAdmin):
     form = ClusterForm
     list_display = ["name", "api_url", "zones_read", "checked_at"]
     readonly_fields = ["has_token", "zones", "checked_at", "last_error"]
+    actions = ["check_connection"]
+
+    @admin.action(description="Check the connection and read the zones")
+    def check_connection(self, request: HttpRequest, clusters: QuerySet[Cluster]) -> None:
+        for cluster in clusters:
+            if problem := cluster_check(cluster):
+                self.message_user(request, f"{cluster}: {problem}", messages.ERROR)
+            else:
+                zones = ", ".join(cluster.zones) or "no zone labels on its nodes"
+                self.message_user(request, f"{cluster} answers; zones: {zones}.")
 
     def has_module_permission(self, request: HttpRequest) -> bool:
         return bool(request.user.is_superuser)

@@ -78,6 +78,19 @@ def selector_matches(query: dict[str, str]) -> Callable[[Body], bool]:
     return matches
 
 
+def node(name: str, zone: str, cpu: str = "4", memory: str = "8Gi") -> Body:
+    """A schedulable node in `zone`, with what it can give its pods."""
+    resources = {"cpu": cpu, "memory": memory, "devices.kubevirt.io/kvm": "1k"}
+    return {
+        "metadata": {
+            "name": name,
+            "labels": {"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": zone,
+                       "kubevirt.io/schedulable": "true"},
+        },
+        "status": {"capacity": resources, "allocatable": resources},
+    }  # fmt: skip
+
+
 def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386: objects merge key by key, null removes, anything else replaces."""
     if not isinstance(patch, dict):
@@ -95,8 +108,12 @@ class FakeApiServer:
     """The API server: `store` holds the objects, `actions` KubeVirt's subresource verbs (the
     controller registers them), `tokens` who may call."""
 
-    def __init__(self, *, bookmark_seconds: float = 1.0) -> None:
+    def __init__(
+        self, *, bookmark_seconds: float = 1.0, zones: tuple[str, ...] = ("zone-a", "zone-b")
+    ) -> None:
         self.store = Store()
+        for index, zone in enumerate(zones):
+            self.store.create(BY_PATH[("", "v1", "nodes")], "", node(f"node-{index + 1}", zone))
         self.actions: dict[tuple[str, str], Action] = {}
         self.tokens: dict[str, Subject] = {}
         self.requests: Counter[str] = Counter()  # "GET virtualmachines", "WATCH ...", ...

@@ -1,0 +1,92 @@
+"""Signing in to a cluster's API server with the official client, and its refusals in words a
+console user can act on: an API server that does not answer, a token it no longer takes, and
+the RBAC rule the console's service account lacks (deploy/kubevirt/rbac.yaml grants them all)."""
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import urllib3
+from kubernetes import client
+
+from instances.backends.base import BackendError
+
+TIMEOUT = (3.05, 15)  # connect, read: seconds
+ZONE_LABEL = "topology.kubernetes.io/zone"
+RBAC_FILE = "deploy/kubevirt/rbac.yaml"
+
+
+@dataclass(frozen=True)
+class ClusterAccess:
+    """What signing in takes: the API server, its CA (PEM, "" for the system's) and a token."""
+
+    api_url: str
+    token: str
+    ca_certificate: str = ""
+
+
+def api_client(access: ClusterAccess, ca_folder: Path) -> client.ApiClient:
+    """A client for the cluster; the client reads a CA from a file, kept in `ca_folder`."""
+    configuration = client.Configuration(host=access.api_url.rstrip("/"))
+    configuration.api_key = {"authorization": access.token}
+    configuration.api_key_prefix = {"authorization": "Bearer"}
+    configuration.retries = False  # a refusal is answered at once, not retried in the client
+    if access.ca_certificate:
+        digest = hashlib.sha256(access.ca_certificate.encode()).hexdigest()[:16]
+        ca_folder.mkdir(parents=True, exist_ok=True)
+        path = ca_folder / f"ca-{digest}.pem"
+        if not path.exists():
+            path.write_text(access.ca_certificate)
+        configuration.ssl_ca_cert = str(path)
+    return client.ApiClient(configuration)
+
+
+def refusal(error: Exception, api_url: str) -> BackendError:
+    """What the cluster's answer (or its silence) means for the user."""
+    if isinstance(error, urllib3.exceptions.HTTPError):
+        return BackendError(
+            f"The cluster's API server at {api_url} does not answer ({type(error).__name__}); "
+            "check its address and that the console can reach it.",
+            retryable=True,
+        )
+    if not isinstance(error, client.ApiException):
+        return BackendError(f"The cluster's API failed: {error}")
+    status = _status(error)
+    message = str(status.get("message") or error.reason or "")
+    if error.status == 401:
+        return BackendError(
+            "The cluster refused the console's token (expired or revoked): give the cluster a "
+            "new service account token in the admin."
+        )
+    if error.status == 403:
+        return BackendError(
+            f"The console's service account lacks an RBAC rule: {message}. Apply {RBAC_FILE} "
+            "to the cluster, or add that rule to its role."
+        )
+    if error.status == 422:
+        causes = status.get("details", {}).get("causes", [])
+        listed = "; ".join(f"{c.get('field', '')}: {c.get('message', '')}" for c in causes)
+        return BackendError(f"The cluster refused the object: {listed or message}")
+    return BackendError(
+        f"The cluster answered {error.status}: {message}", retryable=error.status >= 500
+    )
+
+
+def _status(error: client.ApiException) -> dict:
+    try:
+        body = json.loads(error.body or "{}")
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def cluster_zones(api: client.ApiClient) -> list[str]:
+    """The zones its nodes are labelled with, and proof that KubeVirt serves there: its
+    VirtualMachines can be listed. Raises the call's refusal."""
+    nodes = client.CoreV1Api(api).list_node(_request_timeout=TIMEOUT)
+    client.CustomObjectsApi(api).list_cluster_custom_object(
+        "kubevirt.io", "v1", "virtualmachines", limit=1, _request_timeout=TIMEOUT
+    )
+    labels = [(node.metadata.labels if node.metadata else None) or {} for node in nodes.items]
+    return sorted({zone for zone in (label.get(ZONE_LABEL) for label in labels) if zone})
