@@ -1,0 +1,120 @@
+"""Writing a machine's objects to its project's namespace, idempotently: the namespace, the
+subnets' NetworkAttachmentDefinitions, the VirtualMachine (strict field validation, so a field
+the cluster does not know is an error, not dropped) and its seed Secret, owned by the VM so that
+deleting the VM takes it along."""
+
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes import client
+
+from instances.backends.base import DiskSpec, MachineSpec
+from instances.backends.kubevirt import manifests
+from instances.backends.kubevirt.connection import TIMEOUT, refusal
+from instances.backends.kubevirt.manifests import Placement
+
+Body = dict[str, Any]
+KUBEVIRT = ("kubevirt.io", "v1")
+MULTUS = ("k8s.cni.cncf.io", "v1")
+
+
+class NamespaceObjects:
+    """One namespace of one cluster, as the KubeVirt backend writes to it."""
+
+    def __init__(self, api: client.ApiClient, namespace: str) -> None:
+        self.api, self.namespace = api, namespace
+        self.core = client.CoreV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
+
+    def _calling(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """The call's answer; its refusal as a BackendError (404 and 409 come back as None
+        and False for the callers that expect them)."""
+        try:
+            return call(*args, _request_timeout=TIMEOUT, **kwargs)
+        except client.ApiException as error:
+            if error.status in (404, 409):
+                return error.status
+            raise refusal(error, self.api.configuration.host) from None
+        except Exception as error:
+            raise refusal(error, self.api.configuration.host) from None
+
+    def ensure_namespace(self) -> None:
+        if self._calling(self.core.read_namespace, self.namespace) == 404:
+            body = {"metadata": {"name": self.namespace, "labels": dict(manifests.MANAGED_BY)}}
+            self._calling(self.core.create_namespace, body)  # 409: made meanwhile
+
+    def ensure_networks(self, spec: MachineSpec) -> dict[str, str]:
+        """A NetworkAttachmentDefinition per subnet segment the machine joins; segment → name."""
+        segments = sorted({nic.network for nic in spec.nics if nic.network})
+        for segment in segments:
+            body = manifests.network_attachment(segment, self.namespace)
+            self._calling(
+                self.custom.create_namespaced_custom_object, *MULTUS, self.namespace,
+                "network-attachment-definitions", body, field_validation="Strict",
+            )  # fmt: skip
+        return {segment: segment for segment in segments}
+
+    def _put(self, plural: str, body: Body) -> Body:
+        """Creates the VirtualMachine, or replaces the one there (at its current version)."""
+        name = body["metadata"]["name"]
+        made = self._calling(
+            self.custom.create_namespaced_custom_object, *KUBEVIRT, self.namespace, plural, body,
+            field_validation="Strict",
+        )  # fmt: skip
+        for _ in range(3):
+            if made != 409:
+                return made
+            current = self._calling(
+                self.custom.get_namespaced_custom_object, *KUBEVIRT, self.namespace, plural, name
+            )
+            if current == 404:  # deleted meanwhile: make it again
+                made = self._calling(
+                    self.custom.create_namespaced_custom_object, *KUBEVIRT, self.namespace,
+                    plural, body, field_validation="Strict",
+                )  # fmt: skip
+                continue
+            body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+            made = self._calling(
+                self.custom.replace_namespaced_custom_object, *KUBEVIRT, self.namespace, plural,
+                name, body, field_validation="Strict",
+            )  # fmt: skip
+        raise refusal(RuntimeError(f"{name} kept changing while it was written"), "")
+
+    def _put_secret(self, body: Body, owner: Body) -> None:
+        body["metadata"]["ownerReferences"] = [{
+            "apiVersion": manifests.API_VERSION, "kind": "VirtualMachine",
+            "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"],
+        }]  # fmt: skip
+        name = body["metadata"]["name"]
+        if self._calling(self.core.create_namespaced_secret, self.namespace, body) == 409:
+            self._calling(self.core.replace_namespaced_secret, name, self.namespace, body)
+
+    def define(
+        self,
+        spec: MachineSpec,
+        placement: Placement,
+        image_url: Callable[[DiskSpec], str],
+    ) -> Body:
+        """Everything the machine runs from, made or brought up to date; the VirtualMachine."""
+        self.ensure_namespace()
+        networks = self.ensure_networks(spec)
+        body = manifests.virtual_machine(spec, placement, networks=networks, image_url=image_url)
+        vm = self._put("virtualmachines", body)
+        if (secret := manifests.seed_secret(spec, self.namespace)) is not None:
+            self._put_secret(secret, vm)
+        return vm
+
+    def virtual_machine(self, machine_id: str) -> Body | None:
+        found = self._calling(
+            self.custom.get_namespaced_custom_object, *KUBEVIRT, self.namespace,
+            "virtualmachines", machine_id,
+        )  # fmt: skip
+        return None if found == 404 else found
+
+    def undefine(self, machine_id: str) -> None:
+        """Deletes the VirtualMachine; the cluster's garbage collector takes what it owns (its
+        instance, seed Secret and DataVolumes). One already gone is fine."""
+        self._calling(
+            self.custom.delete_namespaced_custom_object, *KUBEVIRT, self.namespace,
+            "virtualmachines", machine_id,
+        )  # fmt: skip
