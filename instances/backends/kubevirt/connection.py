@@ -90,3 +90,20 @@ def cluster_zones(api: client.ApiClient) -> list[str]:
     )
     labels = [(node.metadata.labels if node.metadata else None) or {} for node in nodes.items]
     return sorted({zone for zone in (label.get(ZONE_LABEL) for label in labels) if zone})
+
+
+def subresource(
+    api: client.ApiClient, namespace: str, plural: str, name: str, action: str, body: dict
+) -> None:
+    """PUT a KubeVirt action (start, stop, restart, softreboot...): the typed client has no
+    method for subresources.kubevirt.io, so the request is built with the client's own parts.
+    Raises ApiException as the typed calls do."""
+    path = f"/apis/subresources.kubevirt.io/v1/namespaces/{namespace}/{plural}/{name}/{action}"
+    method, url, headers, data, _ = api.param_serialize(
+        "PUT", path, header_params={"Content-Type": "application/json"}, body=body,
+        auth_settings=["BearerToken"],
+    )  # fmt: skip
+    response = api.call_api(method, url, header_params=headers, body=data, _request_timeout=TIMEOUT)
+    response.read()
+    if not 200 <= response.status < 300:
+        raise client.ApiException(http_resp=response)

@@ -1,0 +1,455 @@
+"""virt-controller and virt-handler, as far as the console depends on them: a VirtualMachine's
+runStrategy decides whether its VirtualMachineInstance exists; the start, stop and restart
+subresources act as KubeVirt's do (the user guide's run strategies table); a VMI is scheduled on
+a node of its zone with room for it and runs as a real QEMU guest through the project's QEMU
+backend, one backend folder per node; the VMI's phase and the VM's printableStatus follow what
+the guest does (a power-off inside it Succeeds the VMI, a crash Fails it).
+
+Where it stops: DataVolumes are blank disks, ready at once (no import); one reconcile thread
+for every object; no live migration yet."""
+
+import base64
+import contextlib
+import copy
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from instances.backends.base import (
+    BackendError,
+    CloudInitSeed,
+    DiskSpec,
+    ExitKind,
+    FirmwareSpec,
+    MachineSpec,
+    NicSpec,
+    Power,
+)
+from instances.backends.qemu import QemuBackend
+from tests.fakes.kubevirt.store import BY_KIND, ApiError, Body
+
+VM, VMI = BY_KIND["VirtualMachine"], BY_KIND["VirtualMachineInstance"]
+DATA_VOLUME, SECRET = BY_KIND["DataVolume"], BY_KIND["Secret"]
+NODE, NAD = BY_KIND["Node"], BY_KIND["NetworkAttachmentDefinition"]
+FINISHED = ("Succeeded", "Failed")
+# runStrategy → what start, stop and restart change it to (None: unchanged)
+STRATEGY_AFTER = {
+    "Always": {"start": None, "stop": "Halted", "restart": None},
+    "Halted": {"start": "Always", "stop": None, "restart": "Always"},
+    "Once": {"start": None, "stop": "Halted", "restart": None},
+    "Manual": {"start": None, "stop": None, "restart": None},
+    "RerunOnFailure": {"start": None, "stop": None, "restart": None},
+}
+GRACE_SECONDS = 30  # a VMI's terminationGracePeriodSeconds when it names none
+
+
+def _quantity_mb(value: str | int) -> int:
+    text = str(value)
+    for suffix, factor in (("Ki", 1 / 1024), ("Mi", 1), ("Gi", 1024), ("Ti", 1024 * 1024)):
+        if text.endswith(suffix):
+            return int(float(text[: -len(suffix)]) * factor)
+    return int(float(text) / (1024 * 1024))
+
+
+@dataclass
+class Stopping:
+    """A VMI being deleted: by when its guest must be off before the power is cut."""
+
+    deadline: float
+    forced: bool = False
+
+
+class Controller:
+    """Reconciles every VM and VMI of the fake's store on its own thread."""
+
+    def __init__(self, api: Any, root: Path, registry: dict[str, Path]) -> None:
+        self.api, self.store = api, api.store
+        self.registry = registry  # OCI reference → the folder its image holds (a kernel image)
+        self.nodes: dict[str, QemuBackend] = {}
+        self.root = root
+        self.stopping: dict[tuple[str, str], Stopping] = {}
+        # what virt-controller remembers of a VM: stopped by request or by its guest ("off"),
+        # and whether a Once VM has run
+        self.notes: dict[tuple[str, str], dict[str, bool]] = {}
+        self.lock = threading.Lock()
+        self.passes = 0  # reconcile passes done, for tests that wait for the controller to act
+        self.passed = threading.Condition()
+        for action in ("start", "stop", "restart"):
+            api.actions[("virtualmachines", action)] = self._action(action)
+        api.actions[("virtualmachineinstances", "softreboot")] = self._soft_reboot
+        self.closing = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def node_backend(self, node: str) -> QemuBackend:
+        if node not in self.nodes:
+            self.nodes[node] = QemuBackend(self.root / node, network_mode="user")
+        return self.nodes[node]
+
+    def stop(self) -> None:
+        self.closing.set()
+        self.thread.join(10)
+        for backend in self.nodes.values():
+            for machine_id in backend.running_machines():
+                backend.force_stop(machine_id)
+
+    # ---- subresources ------------------------------------------------------------------------
+    def _action(self, action: str):
+        def act(namespace: str, name: str, body: Body) -> None:
+            with self.lock:
+                vm = self.store.get(VM, namespace, name)
+                strategy = vm["spec"].get("runStrategy", "Halted")
+                vmi = self.store.find(VMI, namespace, name)
+                if action == "start" and vmi and vmi.get("status", {}).get("phase") == "Running":
+                    raise ApiError(409, "Conflict", "VM is already running")
+                if action == "stop" and vmi is None and strategy in ("Halted", "Manual"):
+                    raise ApiError(409, "Conflict", "VM is not running")
+                after = STRATEGY_AFTER.get(strategy, {}).get(action)
+                if after is not None:
+                    vm["spec"]["runStrategy"] = after
+                    vm = self.store.replace(VM, namespace, vm, status=False)
+                requests = []
+                if action in ("stop", "restart") and vmi is not None:
+                    grace = body.get("gracePeriod")
+                    self._delete_vmi(vmi, forced=grace == 0)
+                if action in ("start", "restart") and strategy in ("Manual", "RerunOnFailure"):
+                    requests.append({"action": "Start"})
+                if action == "stop" and strategy in ("Manual", "RerunOnFailure"):
+                    requests.append({"action": "Stop"})
+                if requests:
+                    vm["status"] = {**vm.get("status", {}), "stateChangeRequests": requests}
+                    self.store.replace(VM, namespace, vm, status=True)
+            self._wake()
+
+        return act
+
+    def _soft_reboot(self, namespace: str, name: str, body: Body) -> None:
+        vmi = self.store.get(VMI, namespace, name)
+        node = vmi.get("status", {}).get("nodeName")
+        if vmi.get("status", {}).get("phase") != "Running" or not node:
+            raise ApiError(409, "Conflict", "VMI is not running")
+        self.node_backend(node).restart(self._machine_id(vmi))
+
+    def _wake(self) -> None:
+        with self.store.changed:
+            self.store.changed.notify_all()
+
+    # ---- the loop ----------------------------------------------------------------------------
+    def _loop(self) -> None:
+        while not self.closing.is_set():
+            with self.store.changed:
+                self.store.changed.wait(0.2)
+            try:
+                with self.lock:
+                    self.reconcile()
+            except Exception:  # a bug in the fake must not stop it for every later test
+                import traceback
+
+                traceback.print_exc()
+            with self.passed:
+                self.passes += 1
+                self.passed.notify_all()
+
+    def settled(self, passes: int = 3, timeout: float = 30) -> None:
+        """Wait until the controller has reconciled everything `passes` more times: what it
+        would do to the objects as they are, it has done."""
+        with self.passed:
+            target = self.passes + passes
+            if not self.passed.wait_for(lambda: self.passes >= target, timeout):
+                raise TimeoutError("the fake's controller stopped reconciling")
+
+    def reconcile(self) -> None:
+        vms, _ = self.store.list(VM, None, lambda body: True)
+        for vm in vms:
+            self._reconcile_vm(vm)
+        vmis, _ = self.store.list(VMI, None, lambda body: True)
+        for vmi in vmis:
+            self._reconcile_vmi(vmi)
+        placed = {self._machine_id(vmi) for vmi in self.store.list(VMI, None, lambda b: True)[0]}
+        for backend in self.nodes.values():  # a VMI deleted with its VM: virt-handler's cleanup
+            for machine_id in set(backend.running_machines()) - placed:
+                backend.force_stop(machine_id)
+                backend.undefine(machine_id)
+
+    @staticmethod
+    def _machine_id(vmi: Body) -> str:
+        return f"{vmi['metadata']['namespace']}-{vmi['metadata']['name']}"[:40]
+
+    def _reconcile_vm(self, vm: Body) -> None:
+        """The VMI the runStrategy wants: Always keeps one, RerunOnFailure brings back a failed
+        one, Once runs one once, Manual follows start and stop requests, Halted keeps none."""
+        namespace, name = vm["metadata"]["namespace"], vm["metadata"]["name"]
+        key = (namespace, name)
+        self._data_volumes(vm)
+        strategy = vm["spec"].get("runStrategy", "Halted")
+        status = copy.deepcopy(vm.get("status", {}))
+        note = self.notes.setdefault(key, {"off": strategy == "Manual", "ran": False})
+        for request in status.pop("stateChangeRequests", []):
+            note["off"] = request["action"] == "Stop"
+        vmi = self.store.find(VMI, namespace, name)
+        deleting = key in self.stopping
+        phase = vmi.get("status", {}).get("phase") if vmi else None
+        if vmi is not None and phase in FINISHED and not deleting:
+            rerun = strategy == "Always" or (strategy == "RerunOnFailure" and phase == "Failed")
+            note["off"] = not rerun
+            self._remove_vmi(vmi)
+            vmi = None
+        wanted = {
+            "Always": True,
+            "RerunOnFailure": not note["off"],
+            "Manual": not note["off"],
+            "Once": not note["ran"],
+        }.get(strategy, False)
+        if not wanted and vmi is not None and not deleting:
+            self._delete_vmi(vmi, forced=False)
+        if wanted and vmi is None and not deleting:
+            self._create_vmi(vm)
+            note["ran"] = True
+        status.update(self._vm_status(vm, self.store.find(VMI, namespace, name)))
+        if status != vm.get("status"):
+            vm["status"] = status
+            self.store.replace(VM, namespace, vm, status=True)
+
+    def _vm_status(self, vm: Body, vmi: Body | None) -> Body:
+        key = (vm["metadata"]["namespace"], vm["metadata"]["name"])
+        if vmi is None:
+            return {"printableStatus": "Stopped", "ready": False, "created": False}
+        phase = vmi.get("status", {}).get("phase", "Pending")
+        if key in self.stopping:
+            printable = "Stopping"
+        elif phase == "Running":
+            printable = "Running"
+        elif phase in FINISHED:
+            printable = "Stopped" if phase == "Succeeded" else "CrashLoopBackOff"
+        elif _unschedulable(vmi):
+            printable = "ErrorUnschedulable"
+        else:
+            printable = "Starting"
+        return {"printableStatus": printable, "ready": phase == "Running", "created": True}
+
+    def _data_volumes(self, vm: Body) -> None:
+        """Each DataVolume template as a DataVolume the VM owns; blank ones succeed at once."""
+        namespace = vm["metadata"]["namespace"]
+        for template in vm["spec"].get("dataVolumeTemplates", []):
+            name = template["metadata"]["name"]
+            if self.store.find(DATA_VOLUME, namespace, name) is not None:
+                continue
+            body = copy.deepcopy(template)
+            body["metadata"]["ownerReferences"] = [_owner(vm)]
+            made = self.store.create(DATA_VOLUME, namespace, body)
+            made["status"] = {"phase": "Succeeded", "progress": "100.0%"}
+            self.store.replace(DATA_VOLUME, namespace, made, status=True)
+
+    def _create_vmi(self, vm: Body) -> None:
+        template = copy.deepcopy(vm["spec"]["template"])
+        meta = template.get("metadata", {})
+        meta.update(name=vm["metadata"]["name"], ownerReferences=[_owner(vm)])
+        body = {"metadata": meta, "spec": template["spec"]}
+        made = self.store.create(VMI, vm["metadata"]["namespace"], body)
+        made["status"] = {"phase": "Pending"}
+        self.store.replace(VMI, vm["metadata"]["namespace"], made, status=True)
+
+    def _delete_vmi(self, vmi: Body, *, forced: bool) -> None:
+        """A graceful delete powers the guest down and cuts the power after its grace period;
+        a forced one cuts it at once."""
+        key = (vmi["metadata"]["namespace"], vmi["metadata"]["name"])
+        node = vmi.get("status", {}).get("nodeName")
+        running = node is not None and vmi.get("status", {}).get("phase") == "Running"
+        if not running:
+            self._remove_vmi(vmi)
+            return
+        grace = vmi["spec"].get("terminationGracePeriodSeconds", GRACE_SECONDS)
+        backend = self.node_backend(node)
+        if forced or grace == 0:
+            backend.force_stop(self._machine_id(vmi))
+        elif key not in self.stopping:
+            backend.shutdown(self._machine_id(vmi))
+        self.stopping[key] = Stopping(time.monotonic() + grace, forced or grace == 0)
+
+    def _remove_vmi(self, vmi: Body) -> None:
+        key = (vmi["metadata"]["namespace"], vmi["metadata"]["name"])
+        self.stopping.pop(key, None)
+        node = vmi.get("status", {}).get("nodeName")
+        if node is not None:
+            backend, machine_id = self.node_backend(node), self._machine_id(vmi)
+            if backend.status(machine_id).power is Power.RUNNING:
+                backend.force_stop(machine_id)
+            backend.undefine(machine_id)
+        with contextlib.suppress(ApiError):  # gone already
+            self.store.delete(VMI, *key)
+
+    def _reconcile_vmi(self, vmi: Body) -> None:
+        key = (vmi["metadata"]["namespace"], vmi["metadata"]["name"])
+        status = vmi.setdefault("status", {})
+        phase = status.get("phase", "Pending")
+        if phase in ("Pending", "Scheduling"):
+            node = self._schedule(vmi)
+            if node is None:
+                status["phase"] = "Scheduling"
+                status["conditions"] = [{
+                    "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                    "message": "0/2 nodes are available: no node in its zone has room for it.",
+                }]  # fmt: skip
+            else:
+                status.update(phase="Scheduled", nodeName=node, conditions=[])
+                self.store.replace(VMI, key[0], vmi, status=True)
+                self._launch(vmi, node)
+                return
+        elif phase == "Scheduled":  # its launcher waits for what it mounts (a seed Secret)
+            self._launch(vmi, status["nodeName"])
+            return
+        elif phase == "Running":
+            backend, machine_id = self.node_backend(status["nodeName"]), self._machine_id(vmi)
+            machine = backend.status(machine_id)
+            stopping = self.stopping.get(key)
+            if machine.power is Power.STOPPED:
+                if stopping is not None:
+                    self._remove_vmi(vmi)
+                    return
+                status["phase"] = (
+                    "Succeeded" if machine.exit is ExitKind.GUEST_POWEROFF else "Failed"
+                )
+            elif stopping is not None and time.monotonic() > stopping.deadline:
+                backend.force_stop(machine_id)
+        current = self.store.find(VMI, *key)
+        if current is not None and current.get("status") != status:
+            current["status"] = status
+            self.store.replace(VMI, key[0], current, status=True)
+
+    def _schedule(self, vmi: Body) -> str | None:
+        """A node of the VMI's zone (its nodeSelector) with memory for it beside its others."""
+        selector = vmi["spec"].get("nodeSelector", {})
+        wanted = _quantity_mb(vmi["spec"]["domain"].get("memory", {}).get("guest", "128Mi"))
+        nodes, _ = self.store.list(NODE, None, lambda body: True)
+        placed, _ = self.store.list(VMI, None, lambda body: True)
+        for node in nodes:
+            labels = node["metadata"].get("labels", {})
+            if any(labels.get(key) != value for key, value in selector.items()):
+                continue
+            used = sum(
+                _quantity_mb(other["spec"]["domain"].get("memory", {}).get("guest", "128Mi"))
+                for other in placed
+                if other.get("status", {}).get("nodeName") == node["metadata"]["name"]
+            )
+            if used + wanted <= _quantity_mb(node["status"]["allocatable"]["memory"]):
+                return node["metadata"]["name"]
+        return None
+
+    def _launch(self, vmi: Body, node: str) -> None:
+        key = (vmi["metadata"]["namespace"], vmi["metadata"]["name"])
+        try:
+            spec = self.machine_for(vmi)
+        except ApiError:  # a Secret it mounts is not there yet: the pod waits for it
+            return
+        try:
+            self.node_backend(node).start(spec)
+        except BackendError as error:
+            vmi["status"].update(phase="Failed", reason=error.message)
+        else:
+            vmi["status"]["phase"] = "Running"
+        current = self.store.find(VMI, *key)
+        if current is not None:
+            current["status"] = vmi["status"]
+            self.store.replace(VMI, key[0], current, status=True)
+
+    # ---- a VMI as the QEMU backend's machine -----------------------------------------------
+    def machine_for(self, vmi: Body) -> MachineSpec:
+        spec, namespace = vmi["spec"], vmi["metadata"]["namespace"]
+        domain = spec["domain"]
+        cpu = domain.get("cpu", {})
+        sockets, cores, threads = cpu.get("sockets", 1), cpu.get("cores", 1), cpu.get("threads", 1)
+        firmware = domain.get("firmware", {})
+        efi = firmware.get("bootloader", {}).get("efi")
+        kernel = initrd = None
+        cmdline = ""
+        if boot := firmware.get("kernelBoot"):
+            folder = self.registry.get(boot["container"]["image"])
+            if folder is None:
+                raise BackendError(
+                    f"ErrImagePull: {boot['container']['image']} is not in the registry"
+                )
+            kernel = folder / Path(boot["container"]["kernelPath"]).name
+            initrd = folder / Path(boot["container"]["initrdPath"]).name
+            cmdline = boot.get("kernelArgs", "")
+        volumes = {volume["name"]: volume for volume in spec.get("volumes", [])}
+        disks, seed = [], None
+        for index, device in enumerate(domain["devices"].get("disks", [])):
+            volume = volumes.get(device["name"], {})
+            if "cloudInitNoCloud" in volume:
+                seed = self._seed(vmi, volume["cloudInitNoCloud"])
+                continue
+            size = 1
+            if "dataVolume" in volume:
+                data_volume = self.store.find(DATA_VOLUME, namespace, volume["dataVolume"]["name"])
+                request = (data_volume or {}).get("spec", {}).get("storage", {})
+                size = max(
+                    1,
+                    _quantity_mb(
+                        request.get("resources", {}).get("requests", {}).get("storage", "1Gi")
+                    )
+                    // 1024,
+                )
+            cdrom = "cdrom" in device
+            disks.append(DiskSpec(
+                name=device["name"], role="cdrom" if cdrom else ("root" if index == 0 else "secondary"),
+                bus="sata" if cdrom else device.get("disk", {}).get("bus", "virtio"),
+                size_gb=0 if cdrom else size, boot_order=device.get("bootOrder"),
+                serial=device.get("serial", ""),
+            ))  # fmt: skip
+        networks = {network["name"]: network for network in spec.get("networks", [])}
+        nics = []
+        for interface in domain["devices"].get("interfaces", []):
+            multus = networks.get(interface["name"], {}).get("multus")
+            nics.append(NicSpec(
+                name=interface["name"], mac=interface.get("macAddress", ""),
+                model=interface.get("model", "virtio"), link_up=interface.get("state") != "down",
+                network=multus["networkName"] if multus else "",
+            ))  # fmt: skip
+        return MachineSpec(
+            id=self._machine_id(vmi), name=vmi["metadata"]["name"],
+            vcpus=sockets * cores * threads, sockets=sockets, cores=cores, threads=threads,
+            memory_mb=_quantity_mb(domain.get("memory", {}).get("guest", "128Mi")),
+            firmware=FirmwareSpec(
+                bootloader="uefi" if efi is not None else "bios",
+                secure_boot=bool(efi and efi.get("secureBoot")),
+                persistent_efi=bool(efi and efi.get("persistent")),
+                vtpm=bool(domain["devices"].get("tpm", {}).get("persistent")),
+            ),
+            disks=tuple(disks), nics=tuple(nics), seed=seed,
+            kernel=kernel, initrd=initrd, kernel_cmdline=cmdline,
+        )  # fmt: skip
+
+    def _seed(self, vmi: Body, nocloud: Body) -> CloudInitSeed:
+        namespace = vmi["metadata"]["namespace"]
+
+        def secret_text(reference: Body | None, key: str) -> str:
+            if reference is None:
+                return ""
+            secret = self.store.get(SECRET, namespace, reference["name"])
+            if key in secret.get("stringData", {}):
+                return secret["stringData"][key]
+            return base64.b64decode(secret.get("data", {}).get(key, "")).decode()
+
+        user = nocloud.get("userData") or secret_text(nocloud.get("secretRef"), "userdata")
+        network = nocloud.get("networkData") or secret_text(
+            nocloud.get("networkDataSecretRef"), "networkdata"
+        )
+        name = vmi["metadata"]["name"]
+        meta = f"instance-id: {vmi['metadata']['uid']}\nlocal-hostname: {name}\n"
+        return CloudInitSeed(meta_data=meta, user_data=user, network_config=network)
+
+
+def _owner(vm: Body) -> Body:
+    return {
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "name": vm["metadata"]["name"],
+        "uid": vm["metadata"]["uid"], "controller": True,
+    }  # fmt: skip
+
+
+def _unschedulable(vmi: Body) -> bool:
+    return any(
+        condition.get("reason") == "Unschedulable"
+        for condition in vmi.get("status", {}).get("conditions", [])
+    )
