@@ -7,12 +7,17 @@ from instances.allowed import (
     STOPPED_STATES,
     YES,
     Allowed,
-    local_check,
+    managed_check,
     require,
     role_check,
     state_label,
 )
-from instances.backends import backend_available, backend_named, is_local_backend
+from instances.backends import (
+    backend_available,
+    backend_named,
+    is_local_backend,
+    is_managed_backend,
+)
 from instances.choices import POWER_TRANSITIONAL, PowerState, Role
 from instances.models import Instance
 from instances.power_operations import POWER_OPERATIONS
@@ -23,7 +28,7 @@ __all__ = ["STOPPED_STATES", "YES", "Allowed", "require"]
 def delete(instance: Instance, role: Role | None) -> Allowed:
     if not (allowed := role_check(role, Role.ADMIN)):
         return allowed
-    if not is_local_backend(instance.backend):
+    if not is_managed_backend(instance.backend):
         return Allowed(
             False,
             f"{instance.backend} instances go when their provisioning job is deleted: its "
@@ -38,7 +43,7 @@ def configure(instance: Instance, role: Role | None) -> Allowed:
     """Change the run strategy, add disks and NICs, set links."""
     if not (allowed := role_check(role, Role.OPERATOR)):
         return allowed
-    if not (allowed := local_check(instance)):
+    if not (allowed := managed_check(instance)):
         return allowed
     if instance.power_state in POWER_TRANSITIONAL:
         return Allowed(False, f"Wait until the instance is no longer {state_label(instance)}.")
@@ -97,6 +102,8 @@ CONSOLE_STATES = (PowerState.RUNNING, PowerState.RESTARTING)
 def _console_backend_check(instance: Instance) -> Allowed:
     if is_local_backend(instance.backend):
         return YES
+    if is_managed_backend(instance.backend):  # the console and vnc subresources: to come
+        return Allowed(False, f"Consoles of {instance.backend} instances are not available yet.")
     if not backend_available(instance.backend):
         return Allowed(False, f"Consoles of {instance.backend} instances are not available yet.")
     channel = backend_named(instance.backend).exec_channel

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 from django.core.exceptions import ValidationError
 
-from instances.backends import backend_available, is_local_backend
+from instances.backends import backend_available, is_managed_backend
 from instances.choices import PowerState, Role
 from instances.errors import ActionRefused
 from instances.models import Instance
@@ -51,10 +51,10 @@ def power_check(instance: Instance, role: Role | None) -> Allowed:
     return YES
 
 
-def local_check(instance: Instance) -> Allowed:
-    """Disks, interfaces and run strategies are the console's only for machines on its own
-    hosts; a cloud VM (backend aws) belongs to the provisioning job that made it."""
-    if is_local_backend(instance.backend):
+def managed_check(instance: Instance) -> Allowed:
+    """Disks, interfaces and run strategies are the console's for machines on its own hosts
+    and its clusters; a cloud VM (backend aws) belongs to the provisioning job that made it."""
+    if is_managed_backend(instance.backend):
         return YES
     return Allowed(
         False,

@@ -31,9 +31,19 @@ class OnForm:
 
 
 def zone_choices() -> list[tuple[str, str]]:
-    from django.conf import settings
+    from instances.models.clusters import all_zones
 
-    return [(zone, zone) for zone in settings.ZOPDAY_ZONES]
+    return [(zone, zone) for zone in all_zones()]
+
+
+def cluster_choices() -> list[tuple[str, str]]:
+    """Where an instance runs: this console's own hosts, or one of the clusters."""
+    from instances.models import Cluster
+
+    clusters = Cluster.objects.values_list("name", flat=True)
+    return [("", "This console's hosts (QEMU)")] + [
+        (name, f"Cluster {name} (KubeVirt)") for name in clusters
+    ]
 
 
 def form_fields_of(schema: type[BaseModel]) -> Callable[[F], F]:

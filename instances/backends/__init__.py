@@ -1,8 +1,9 @@
 """The backend registry: which implementation runs an instance's machine.
 
-`qemu` is built in: its machines are processes on the console's own hypervisor hosts. Other apps
-register backends for machines that live elsewhere (provisioning registers `aws` for the VMs its
-jobs create) from their AppConfig.ready, so this app never imports them.
+`qemu` is built in: its machines are processes on the console's own hypervisor hosts. `kubevirt`
+runs them on a Kubernetes cluster; this app registers it when it is ready. Other apps register
+backends for machines that live elsewhere (provisioning registers `aws` for the VMs its jobs
+create) from their AppConfig.ready, so this app never imports them.
 """
 
 from collections.abc import Callable
@@ -15,6 +16,9 @@ from instances.backends.base import Backend, BackendError, MachineFact
 # Backends whose machines are processes on the console's own hosts: their work goes to the
 # host's queue, and disks, interfaces, run strategies and consoles are managed here.
 LOCAL_BACKENDS = frozenset({"qemu"})
+# Backends whose machines this console manages (disks, interfaces, run strategy, consoles) on
+# a platform of their own, whose work is API calls any worker can make.
+CLUSTER_BACKENDS = frozenset({"kubevirt"})
 
 _factories: dict[str, Callable[[], Backend]] = {}
 
@@ -31,6 +35,12 @@ def backend_available(name: str) -> bool:
 
 def is_local_backend(name: str) -> bool:
     return name in LOCAL_BACKENDS
+
+
+def is_managed_backend(name: str) -> bool:
+    """The console sets the machine's disks, interfaces and run strategy, and opens its
+    consoles; a cloud VM's (aws) are its provisioning job's."""
+    return name in LOCAL_BACKENDS or name in CLUSTER_BACKENDS
 
 
 @cache
@@ -59,6 +69,7 @@ def machine_facts(name: str, machine_id: str) -> list[MachineFact]:
 
 
 __all__ = [
+    "CLUSTER_BACKENDS",
     "LOCAL_BACKENDS",
     "Backend",
     "BackendError",
@@ -66,6 +77,7 @@ __all__ = [
     "backend_available",
     "backend_named",
     "is_local_backend",
+    "is_managed_backend",
     "machine_facts",
     "register_backend",
 ]

@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.db import models
 
 from instances import secrets
@@ -30,6 +31,10 @@ class Cluster(models.Model):
         default=list, blank=True, editable=False,
         help_text="Its nodes' topology.kubernetes.io/zone labels, as last read.",
     )  # fmt: skip
+    capacity = models.JSONField(
+        default=dict, blank=True, editable=False,
+        help_text="Per zone, the most one node gives a machine (memory_mb, cpus), as last read.",
+    )  # fmt: skip
     checked_at = models.DateTimeField(null=True, blank=True, editable=False)
     last_error = models.TextField(blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -50,3 +55,16 @@ class Cluster(models.Model):
 
     def namespace_for(self, slug: str) -> str:
         return f"{self.namespace_prefix}{slug}"
+
+
+def all_zones() -> list[str]:
+    """The zones of this console's hosts, then those of its clusters' nodes: where subnets and
+    disks may be."""
+    zones = list(settings.ZOPDAY_ZONES)
+    for listed in Cluster.objects.values_list("zones", flat=True):
+        zones.extend(zone for zone in listed if zone not in zones)
+    return zones
+
+
+def zones_message(zones: list[str]) -> str:
+    return f"Choose one of the zones: {', '.join(zones)}."

@@ -1,9 +1,9 @@
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
 from instances.choices import SNAPSHOT_TRANSITIONAL, DiskBus, DiskRole, ImageKind, SnapshotState
+from instances.models.clusters import all_zones, zones_message
 from instances.models.naming import NamedInProject
 
 
@@ -63,8 +63,8 @@ class Disk(NamedInProject, models.Model):
 
     def clean(self) -> None:
         errors: dict[str, str] = {}
-        if self.zone not in settings.ZOPDAY_ZONES:
-            errors["zone"] = f"Choose one of the zones: {', '.join(settings.ZOPDAY_ZONES)}."
+        if self.zone not in (zones := all_zones()):
+            errors["zone"] = zones_message(zones)
         elif self.instance_id and self.instance and self.zone != self.instance.zone:
             errors["zone"] = (
                 f"The disk is in {self.zone} but the instance is in {self.instance.zone}; "

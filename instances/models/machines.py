@@ -36,7 +36,15 @@ class Instance(NamedInProject, models.Model):
     name = models.CharField(max_length=63, validators=[validate_dns_label])
     zone = models.CharField(max_length=32)
     backend = models.CharField(max_length=16, default="qemu")
-    host = models.CharField(max_length=100, default=_default_host, help_text="Hypervisor host.")
+    host = models.CharField(
+        max_length=100, default=_default_host, blank=True,
+        help_text="Hypervisor host; blank on a cluster.",
+    )  # fmt: skip
+    cluster = models.ForeignKey(
+        "instances.Cluster", on_delete=models.PROTECT, null=True, blank=True,
+        related_name="instances", help_text="The KubeVirt cluster it runs on; none: this "
+        "console's own hosts.",
+    )  # fmt: skip
     run_strategy = models.CharField(
         max_length=16, choices=RunStrategy.choices, default=RunStrategy.MANUAL
     )
@@ -122,10 +130,35 @@ class Instance(NamedInProject, models.Model):
             return self.sockets, self.cores, self.threads
         return self.vcpus, 1, 1
 
+    def _placement_errors(self) -> dict[str, str]:
+        """A zone of where it runs (this console's hosts, or its cluster's nodes) and, on a
+        cluster, a size one node of that zone can give."""
+        cluster = self.cluster if self.cluster_id else None
+        zones = list(cluster.zones) if cluster else list(settings.ZOPDAY_ZONES)
+        if not self.zone:
+            return {}
+        if self.zone not in zones:
+            if cluster and not zones:
+                return {"cluster": f"{cluster} has no zones yet: check it in the admin."}
+            where = f"{cluster}'s zones" if cluster else "the zones"
+            return {"zone": f"Choose one of {where}: {', '.join(zones)}."}
+        most = (cluster.capacity.get(self.zone) or {}) if cluster else {}
+        errors = {}
+        if most and self.memory_gb * 1024 > most.get("memory_mb", 0):
+            errors["memory_gb"] = (
+                f"No node of {cluster} in {self.zone} has {self.memory_gb} GB for a machine: "
+                f"the most one gives is {most.get('memory_mb', 0) // 1024} GB."
+            )
+        if most and self.vcpus > most.get("cpus", 0):
+            errors["vcpus"] = (
+                f"No node of {cluster} in {self.zone} has {self.vcpus} CPUs for a machine: the "
+                f"most one gives is {most.get('cpus', 0)}."
+            )
+        return errors
+
     def clean(self) -> None:
         errors: dict[str, str] = {}
-        if self.zone and self.zone not in settings.ZOPDAY_ZONES:
-            errors["zone"] = f"Choose one of the zones: {', '.join(settings.ZOPDAY_ZONES)}."
+        errors.update(self._placement_errors())
         explicit = [self.sockets, self.cores, self.threads]
         if any(explicit) and not all(explicit):
             errors["sockets"] = "Give sockets, cores and threads together, or none of them."

@@ -6,6 +6,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from instances.choices import CarrierState, IpMode, LinkState, NicModel
+from instances.models.clusters import all_zones, zones_message
 from instances.models.naming import NamedInProject
 from instances.validators import parse_network, validate_dns_label, validate_mac
 
@@ -71,10 +72,8 @@ class Subnet(NamedInProject, models.Model):
 
     def clean(self) -> None:
         errors: dict[str, list[ValidationError]] = {}
-        if self.zone and self.zone not in settings.ZOPDAY_ZONES:
-            errors.setdefault("zone", []).append(
-                ValidationError(f"Choose one of the zones: {', '.join(settings.ZOPDAY_ZONES)}.")
-            )
+        if self.zone and self.zone not in (zones := all_zones()):
+            errors.setdefault("zone", []).append(ValidationError(zones_message(zones)))
         if not self.cidr_v4 and not self.cidr_v6:
             errors.setdefault("cidr_v4", []).append(
                 ValidationError("Give an IPv4 CIDR, an IPv6 CIDR, or both.")

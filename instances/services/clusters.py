@@ -1,19 +1,54 @@
-"""Checking a cluster: can the console sign in, does KubeVirt answer, which zones it offers."""
+"""Clusters for the KubeVirt backend: where each machine runs, and checking a cluster (can the
+console sign in, does KubeVirt answer, which zones it offers)."""
+
+from collections.abc import Sequence
 
 from django.conf import settings
 from django.utils import timezone
 
+from instances.backends.kubevirt.backend import KubevirtBackend, Location
 from instances.backends.kubevirt.connection import (
     ClusterAccess,
     api_client,
     cluster_zones,
     refusal,
 )
-from instances.models import Cluster
+from instances.backends.kubevirt.manifests import Placement
+from instances.models import Cluster, Instance
 
 
 def cluster_access(cluster: Cluster) -> ClusterAccess:
     return ClusterAccess(cluster.api_url, cluster.token, cluster.ca_certificate)
+
+
+def locate(machine_id: str) -> Location | None:
+    """Where an instance's machine runs: its cluster, its project's namespace, its zone."""
+    pk = machine_id.removeprefix("i-")
+    if not pk.isdecimal():
+        return None
+    instance = (
+        Instance.objects.select_related("cluster", "project")
+        .filter(pk=int(pk), cluster__isnull=False)
+        .first()
+    )
+    if instance is None or instance.cluster is None:
+        return None
+    cluster = instance.cluster
+    placement = Placement(
+        namespace=cluster.namespace_for(instance.project.slug),
+        run_strategy=instance.run_strategy,
+        zone=instance.zone,
+        kernel_image=cluster.kernel_image,
+    )
+    return Location(cluster.name, cluster_access(cluster), placement)
+
+
+def all_clusters() -> Sequence[ClusterAccess]:
+    return [cluster_access(cluster) for cluster in Cluster.objects.all()]
+
+
+def kubevirt_backend() -> KubevirtBackend:
+    return KubevirtBackend(locate, all_clusters, settings.RUN_DIR / "clusters")
 
 
 def cluster_check(cluster: Cluster) -> str:
@@ -28,6 +63,7 @@ def cluster_check(cluster: Cluster) -> str:
         Cluster.objects.filter(pk=cluster.pk).update(last_error=problem, checked_at=timezone.now())
         cluster.last_error = problem
         return problem
-    cluster.zones, cluster.last_error, cluster.checked_at = zones, "", timezone.now()
-    cluster.save(update_fields=["zones", "last_error", "checked_at"])
+    cluster.zones, cluster.capacity = list(zones), zones
+    cluster.last_error, cluster.checked_at = "", timezone.now()
+    cluster.save(update_fields=["zones", "capacity", "last_error", "checked_at"])
     return ""

@@ -5,7 +5,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
-from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -15,7 +14,8 @@ from instances.access import project_role
 from instances.backends.base import MAX_PCI_DEVICES
 from instances.choices import DiskBus, DiskRole, PowerState, Role, RunStrategy
 from instances.errors import ActionRefused
-from instances.models import Disk, Image, Instance, Project, SSHKey, Subnet
+from instances.models import Cluster, Disk, Image, Instance, Project, SSHKey, Subnet
+from instances.models.clusters import all_zones
 from instances.names import name_promised
 from instances.services import power
 from instances.services.audit import audit_record
@@ -74,6 +74,7 @@ class InstanceRequest:
     ssh_keys: list[SSHKey] = field(default_factory=list)
     disks: list[DiskRequest] = field(default_factory=list)
     nics: list[NicRequest] = field(default_factory=list)
+    cluster: str = ""  # a cluster's name: it runs there, on KubeVirt; "": on this console's hosts
 
 
 INSTANCE_FIELDS = (
@@ -83,12 +84,32 @@ INSTANCE_FIELDS = (
 
 
 def instance_check(*, project: Project, fields: dict[str, object]) -> None:
-    """The instance's own fields (sizing, topology, firmware, cloud-init, a free name) checked
-    as creating it checks them first, for a form whose other parts have mistakes too: all of
-    them show at once. Raises ValidationError keyed by field."""
-    Instance(project=project, **{name: fields[name] for name in INSTANCE_FIELDS}).full_clean(
-        exclude=["initial_password"]
+    """The instance's own fields (sizing, topology, firmware, cloud-init, a free name, where it
+    runs) checked as creating it checks them first, for a form whose other parts have mistakes
+    too: all of them show at once. Raises ValidationError keyed by field."""
+    placed, errors = _placed(str(fields.get("cluster") or ""))
+    instance = Instance(
+        project=project, **placed, **{name: fields[name] for name in INSTANCE_FIELDS}
     )
+    try:
+        instance.full_clean(exclude=["initial_password"])
+    except ValidationError as error:
+        errors |= error.message_dict
+    if errors:
+        raise ValidationError(errors)
+
+
+def _placed(cluster_name: str) -> tuple[dict[str, object], dict[str, list[str]]]:
+    """The fields that say where an instance runs: a cluster named so (KubeVirt), or this
+    console's hosts (QEMU); and the mistake, for a name no cluster has."""
+    if not cluster_name:
+        return {}, {}
+    cluster = Cluster.objects.filter(name=cluster_name).first()
+    if cluster is None:
+        names = ", ".join(Cluster.objects.values_list("name", flat=True))
+        where = f" or one of the clusters: {names}" if names else " (there are no clusters)"
+        return {}, {"cluster": [f"Choose this console's hosts{where}."]}
+    return {"cluster": cluster, "backend": "kubevirt", "host": ""}, {}
 
 
 def instance_create(
@@ -104,16 +125,17 @@ def instance_create(
         # Under the project's lock, which a provisioning job's creation takes too: a job and an
         # instance asked for at once never both claim one name.
         Project.objects.select_for_update().filter(pk=project.pk).first()
+        placed, fields = _placed(request.cluster)
         instance = Instance(
             project=project,
             initial_password=secrets.token_urlsafe(12),
+            **placed,
             **{name: getattr(request, name) for name in INSTANCE_FIELDS},
         )
-        fields: dict[str, list[str]] = {}
         try:
             instance.full_clean()
         except ValidationError as error:
-            fields = error.message_dict
+            fields |= error.message_dict
         if "name" not in fields and (promised := name_promised(project, instance.name)):
             fields["name"] = [promised]
         if fields:  # its disks and NICs checked too, all reported together
@@ -211,7 +233,7 @@ def _parts_errors(instance: Instance, request: InstanceRequest) -> dict[str, lis
     for prefix, disk in _disk_requests(request):
         with _collected(errors, prefix):
             _disk(instance, disk).full_clean(exclude=["instance"])
-    for index, nic in enumerate(request.nics if instance.zone in settings.ZOPDAY_ZONES else []):
+    for index, nic in enumerate(request.nics if instance.zone in all_zones() else []):
         with _collected(errors, f"nics-{index}"):
             check_nic(
                 instance=instance, subnet=nic.subnet, ipv4=nic.ipv4, ipv6=nic.ipv6,

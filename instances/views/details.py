@@ -14,7 +14,12 @@ from instances import selectors
 from instances.access import instance_for_user
 from instances.actions import instance_allowed_actions, instance_console_actions
 from instances.allowed import Allowed
-from instances.backends import backend_named, is_local_backend, machine_facts
+from instances.backends import (
+    backend_named,
+    is_local_backend,
+    is_managed_backend,
+    machine_facts,
+)
 from instances.choices import ImageKind, Role, RunStrategy, UserDataMode
 from instances.cloudinit import DEFAULT_USER, user_data
 from instances.confirm import question
@@ -98,7 +103,7 @@ def detail_context(instance: Instance, role: Role, tab: str) -> dict[str, object
         context["power_buttons"],
         console_allowed,
     )
-    if tab in ("storage", "networking", "user-data") and not is_local_backend(instance.backend):
+    if tab in ("storage", "networking", "user-data") and not is_managed_backend(instance.backend):
         context["in_cloud"] = instance.backend  # the VM's job set these up: the tab says so
     elif tab == "overview":
         context["nics"] = nics = list(instance.nics.select_related("subnet", "elastic_ip"))

@@ -203,7 +203,7 @@ def _instance_request(
         for name in (
             "name", "zone", "run_strategy", "vcpus", "memory_gb", "sockets", "cores", "threads",
             "bootloader", "secure_boot", "persistent_efi", "vtpm", "user_data_mode",
-            "custom_user_data", "root_image", "root_size_gb", "root_bus",
+            "custom_user_data", "root_image", "root_size_gb", "root_bus", "cluster",
         )
     }  # fmt: skip
     return InstanceRequest(

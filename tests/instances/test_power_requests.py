@@ -158,10 +158,10 @@ def test_deleting_removes_the_machine_and_its_root_disk_file_on_its_host(
 def test_power_buttons_of_backends_the_console_lacks_say_they_are_not_available_yet(
     instance, operator
 ):
-    instance.backend = "kubevirt"
+    instance.backend = "proxmox"
     actions = instance_allowed_actions(instance, Role.OPERATOR)
     assert actions["start"].reason == (
-        "Power operations on kubevirt instances are not available yet."
+        "Power operations on proxmox instances are not available yet."
     )
     with pytest.raises(ActionRefused, match="not available yet"):
         power.instance_start(instance=instance, actor=operator)

@@ -21,7 +21,7 @@ from instances.choices import (
     RunStrategy,
     UserDataMode,
 )
-from instances.create_fields import OnForm, zone_choices
+from instances.create_fields import OnForm, cluster_choices, zone_choices
 from instances.models import Disk, GuestReport, Instance, NetworkInterface
 from instances.validators import USER_DATA_MAX_BYTES
 
@@ -61,6 +61,14 @@ class InstanceIn(In):
     ssh_keys: list[Id] = []
     disks: list[DiskIn] = []
     nics: list[NicIn] = Field([], description="eth0 first; at least one.")
+    cluster: Annotated[
+        Text,
+        OnForm(
+            label="Runs on",
+            choices=cluster_choices,
+            help_text="A cluster runs it on KubeVirt, in a zone of its nodes.",
+        ),
+    ] = Field("", description="A cluster's name (KubeVirt); empty: this console's hosts (QEMU).")
 
 
 class RunStrategyIn(In):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import urllib3
 from kubernetes import client
+from kubernetes.utils.quantity import parse_quantity
 
 from instances.backends.base import BackendError
 
@@ -81,15 +82,25 @@ def _status(error: client.ApiException) -> dict:
     return body if isinstance(body, dict) else {}
 
 
-def cluster_zones(api: client.ApiClient) -> list[str]:
-    """The zones its nodes are labelled with, and proof that KubeVirt serves there: its
-    VirtualMachines can be listed. Raises the call's refusal."""
+def cluster_zones(api: client.ApiClient) -> dict[str, dict[str, int]]:
+    """Each zone its nodes are labelled with, and the most one node there can give a machine
+    (memory in MiB, CPUs); and proof that KubeVirt serves: its VirtualMachines can be listed.
+    Raises the call's refusal."""
     nodes = client.CoreV1Api(api).list_node(_request_timeout=TIMEOUT)
     client.CustomObjectsApi(api).list_cluster_custom_object(
         "kubevirt.io", "v1", "virtualmachines", limit=1, _request_timeout=TIMEOUT
     )
-    labels = [(node.metadata.labels if node.metadata else None) or {} for node in nodes.items]
-    return sorted({zone for zone in (label.get(ZONE_LABEL) for label in labels) if zone})
+    zones: dict[str, dict[str, int]] = {}
+    for node in nodes.items:
+        zone = ((node.metadata.labels if node.metadata else None) or {}).get(ZONE_LABEL)
+        if not zone:
+            continue
+        allocatable = (node.status.allocatable if node.status else None) or {}
+        memory_mb = int(parse_quantity(allocatable.get("memory", "0")) // (1024 * 1024))
+        cpus = int(parse_quantity(allocatable.get("cpu", "0")))
+        most = zones.setdefault(zone, {"memory_mb": 0, "cpus": 0})
+        most["memory_mb"], most["cpus"] = max(most["memory_mb"], memory_mb), max(most["cpus"], cpus)
+    return dict(sorted(zones.items()))
 
 
 def subresource(

@@ -16,6 +16,7 @@ API_VERSION = "kubevirt.io/v1"
 CDI_VERSION = "cdi.kubevirt.io/v1beta1"
 MULTUS_VERSION = "k8s.cni.cncf.io/v1"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "zopday"}
+MACHINE_LABEL = "zopday.io/machine"  # on a VM and its VMI: the console's machine id
 POD_NETWORK = "default"  # user-mode networking on QEMU: the pod network, masqueraded
 
 
@@ -32,6 +33,11 @@ class Placement:
 def _disk_source(disk: DiskSpec, image_url: Callable[[DiskSpec], str]) -> Body:
     """A DataVolume source: the image's URL (http) or registry reference, or a blank disk."""
     url = image_url(disk) if disk.source is not None else ""
+    if disk.source is not None and not url:
+        raise BackendError(
+            f"{disk.name}: its image {disk.source.name} has no address the cluster can import "
+            "it from."
+        )
     if url.startswith("docker://"):
         return {"registry": {"url": url}}
     if url:
@@ -207,7 +213,7 @@ def virtual_machine(
     }
     if placement.zone:
         template_spec["nodeSelector"] = {"topology.kubernetes.io/zone": placement.zone}
-    labels = {**MANAGED_BY, "zopday.io/machine": spec.id}
+    labels = {**MANAGED_BY, MACHINE_LABEL: spec.id}
     return {
         "apiVersion": API_VERSION,
         "kind": "VirtualMachine",
