@@ -13,7 +13,6 @@ from typing import Any
 
 from django import db
 from django.db.models import F
-from django.utils import timezone
 from kubernetes import client, watch
 
 from instances.backends.kubevirt.connection import TIMEOUT, api_client
@@ -122,11 +121,12 @@ class ClusterWatch:
         if wanted is None or not _moves(instance.power_state, wanted):
             return
         if not confirmed:  # an event may be older than what a task has settled since
-            vm = self.custom.get_namespaced_custom_object(
+            current = self.custom.get_namespaced_custom_object(
                 *KUBEVIRT, vm["metadata"]["namespace"], "virtualmachines",
                 vm["metadata"]["name"], _request_timeout=TIMEOUT,
             )  # fmt: skip
-            assert isinstance(vm, dict)
+            assert isinstance(current, dict)
+            vm = current
             wanted = power_state_of(vm.get("status", {}).get("printableStatus", ""))
             if wanted is None or not _moves(instance.power_state, wanted):
                 return
@@ -162,7 +162,7 @@ class ClusterWatch:
         elif state == PowerState.RUNNING and was in (PowerState.STOPPED, PowerState.FAILED):
             extra["auto_restarts"] = F("auto_restarts") + 1
             message = f"KubeVirt ran it again (run strategy {instance.run_strategy})."
-        if settle(instance.pk, was, state, message, at=timezone.now(), **extra):
+        if settle(instance.pk, was, state, message, since=None, at=None, **extra):
             log.info("%s: %s → %s (%s)", instance.machine_id, was, state, printable)
 
 
