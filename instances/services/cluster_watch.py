@@ -9,6 +9,7 @@ is written, and the state a power request claimed is left to its task, except to
 
 import logging
 import threading
+from pathlib import Path
 from typing import Any
 
 from django import db
@@ -20,6 +21,7 @@ from instances.backends.kubevirt.manifests import MANAGED_BY
 from instances.backends.kubevirt.objects import KUBEVIRT
 from instances.choices import POWER_TRANSITIONAL, LastExit, PowerState
 from instances.models import Cluster, Instance
+from instances.services.clusters import cluster_access
 from instances.services.machines import settle
 
 log = logging.getLogger(__name__)
@@ -115,10 +117,7 @@ class ClusterWatch:
     def observe(self, vm: Body, *, confirmed: bool = False) -> None:
         """Bring the VM's instance in line with the VM's status, when it differs."""
         instance = self._instance_of(vm)
-        if instance is None:
-            return
-        wanted = power_state_of(vm.get("status", {}).get("printableStatus", ""))
-        if wanted is None or not _moves(instance.power_state, wanted):
+        if instance is None or _wanted(instance, vm) is None:
             return
         if not confirmed:  # an event may be older than what a task has settled since
             current = self.custom.get_namespaced_custom_object(
@@ -127,10 +126,8 @@ class ClusterWatch:
             )  # fmt: skip
             assert isinstance(current, dict)
             vm = current
-            wanted = power_state_of(vm.get("status", {}).get("printableStatus", ""))
-            if wanted is None or not _moves(instance.power_state, wanted):
-                return
-        self._settle(instance, wanted, vm.get("status", {}).get("printableStatus", ""))
+        if (wanted := _wanted(instance, vm)) is not None:
+            self._settle(instance, wanted, vm.get("status", {}).get("printableStatus", ""))
 
     def _instance_of(self, vm: Body) -> Instance | None:
         pk = vm["metadata"]["name"].removeprefix("i-")
@@ -149,7 +146,7 @@ class ClusterWatch:
 
     def _settle(self, instance: Instance, state: str, printable: str) -> None:
         was = instance.power_state
-        extra: dict[str, object] = {}
+        extra: dict[str, Any] = {}
         message = ""
         if was == PowerState.STOPPING:
             extra["last_exit"] = LastExit.REQUESTED
@@ -162,8 +159,14 @@ class ClusterWatch:
         elif state == PowerState.RUNNING and was in (PowerState.STOPPED, PowerState.FAILED):
             extra["auto_restarts"] = F("auto_restarts") + 1
             message = f"KubeVirt ran it again (run strategy {instance.run_strategy})."
-        if settle(instance.pk, was, state, message, since=None, at=None, **extra):
+        if settle(instance.pk, was, state, message, **extra):
             log.info("%s: %s → %s (%s)", instance.machine_id, was, state, printable)
+
+
+def _wanted(instance: Instance, vm: Body) -> str | None:
+    """The state the VM's status moves the instance to; None when it stays as it is."""
+    wanted = power_state_of(vm.get("status", {}).get("printableStatus", ""))
+    return wanted if wanted is not None and _moves(instance.power_state, wanted) else None
 
 
 def _moves(current: str, wanted: str) -> bool:
@@ -177,10 +180,8 @@ def _moves(current: str, wanted: str) -> bool:
                                  (PowerState.STOPPING, PowerState.STOPPED))  # fmt: skip
 
 
-def watch_cluster(cluster: Cluster, ca_folder: Any) -> ClusterWatch:
+def watch_cluster(cluster: Cluster, ca_folder: Path) -> ClusterWatch:
     """A watch of the cluster on a thread of its own, started."""
-    from instances.services.clusters import cluster_access
-
     watcher = ClusterWatch(cluster, api_client(cluster_access(cluster), ca_folder))
     watcher.thread = threading.Thread(target=watcher.run, name=f"watch-{cluster}", daemon=True)
     watcher.thread.start()

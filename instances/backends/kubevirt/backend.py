@@ -94,13 +94,6 @@ class KubevirtBackend:
             raise refusal(error, objects.api.configuration.host) from None
         return True
 
-    def _instance(self, objects: NamespaceObjects, machine_id: str) -> Body | None:
-        found = objects._calling(
-            objects.custom.get_namespaced_custom_object, *KUBEVIRT, objects.namespace,
-            "virtualmachineinstances", machine_id,
-        )  # fmt: skip
-        return None if found == 404 else found
-
     def _watch(self, objects: NamespaceObjects, machine_id: str, timeout: float) -> Iterator[Body]:
         """The machine's VMI as it is now, then at each change, until `timeout` passes; an
         event of type DELETED comes as {"deleted": True}."""
@@ -129,7 +122,7 @@ class KubevirtBackend:
 
     def start(self, spec: MachineSpec) -> bool:
         objects, where = self._at(spec.id)
-        vmi = self._instance(objects, spec.id)
+        vmi = objects.virtual_machine_instance(spec.id)
         if vmi is not None and vmi.get("status", {}).get("phase") == "Running":
             return False
         ended = vmi["metadata"]["uid"] if vmi else ""  # a run that finished: not this one
@@ -157,7 +150,7 @@ class KubevirtBackend:
     def wait_powered_off(self, machine_id: str, timeout: float) -> bool:
         objects, _ = self._at(machine_id)
         deadline = time.monotonic() + timeout
-        if self._off(self._instance(objects, machine_id)):
+        if self._off(objects.virtual_machine_instance(machine_id)):
             return True
         while (left := deadline - time.monotonic()) > 0:
             for vmi in self._watch(objects, machine_id, left):
@@ -185,7 +178,7 @@ class KubevirtBackend:
     def restart(self, machine_id: str) -> None:
         """KubeVirt's restart: a new VMI, running."""
         objects, _ = self._at(machine_id)
-        before = self._instance(objects, machine_id)
+        before = objects.virtual_machine_instance(machine_id)
         uid = before["metadata"]["uid"] if before else ""
         self._act(objects, machine_id, "restart", {})
         deadline = time.monotonic() + START_TIMEOUT
@@ -203,7 +196,7 @@ class KubevirtBackend:
 
     def status(self, machine_id: str) -> MachineStatus:
         objects, _ = self._at(machine_id)
-        return machine_status(self._instance(objects, machine_id))
+        return machine_status(objects.virtual_machine_instance(machine_id))
 
     def machine_facts(self, machine_id: str) -> list[MachineFact]:
         where = self.locate(machine_id)

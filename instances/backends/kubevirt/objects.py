@@ -111,6 +111,13 @@ class NamespaceObjects:
         )  # fmt: skip
         return None if found == 404 else found
 
+    def virtual_machine_instance(self, machine_id: str) -> Body | None:
+        found = self._calling(
+            self.custom.get_namespaced_custom_object, *KUBEVIRT, self.namespace,
+            "virtualmachineinstances", machine_id,
+        )  # fmt: skip
+        return None if found == 404 else found
+
     def undefine(self, machine_id: str) -> None:
         """Deletes the VirtualMachine; the cluster's garbage collector takes what it owns (its
         instance, seed Secret and DataVolumes). One already gone is fine."""
