@@ -15,7 +15,6 @@ from instances.allowed import (
 from instances.backends import (
     backend_available,
     backend_named,
-    is_local_backend,
     is_managed_backend,
 )
 from instances.choices import POWER_TRANSITIONAL, PowerState, Role
@@ -99,14 +98,20 @@ def instance_allowed_actions(instance: Instance, role: Role | None) -> dict[str,
 CONSOLE_STATES = (PowerState.RUNNING, PowerState.RESTARTING)
 
 
-def _console_backend_check(instance: Instance) -> Allowed:
-    if is_local_backend(instance.backend):
-        return YES
-    if is_managed_backend(instance.backend):  # the console and vnc subresources: to come
-        return Allowed(False, f"Consoles of {instance.backend} instances are not available yet.")
+def _console_backend_check(instance: Instance, kind: str = "serial") -> Allowed:
+    """Whether the instance's backend serves this console kind."""
     if not backend_available(instance.backend):
         return Allowed(False, f"Consoles of {instance.backend} instances are not available yet.")
-    channel = backend_named(instance.backend).exec_channel
+    backend = backend_named(instance.backend)
+    if kind in backend.console_kinds:
+        return YES
+    if backend.console_kinds:
+        return Allowed(
+            False,
+            f"{instance.backend} gives its machines no {kind} console: use "
+            f"{' or '.join(sorted(backend.console_kinds))}.",
+        )
+    channel = backend.exec_channel
     return Allowed(
         False,
         f"{instance.backend} instances have no serial, VNC or exec console here: interactive "
@@ -115,29 +120,45 @@ def _console_backend_check(instance: Instance) -> Allowed:
     )
 
 
-def console(instance: Instance, role: Role | None) -> Allowed:
-    """Open a console of a running instance; viewers watch it read-only."""
-    if not (allowed := role_check(role, Role.VIEWER)):
-        return allowed
-    if not (allowed := _console_backend_check(instance)):
-        return allowed
-    if instance.power_state not in CONSOLE_STATES:
-        return Allowed(False, f"The instance is {state_label(instance)}: start it first.")
-    return YES
+def _console_of(kind: str) -> Callable[[Instance, Role | None], Allowed]:
+    def console(instance: Instance, role: Role | None) -> Allowed:
+        """Open a console of a running instance; viewers watch it read-only."""
+        if not (allowed := role_check(role, Role.VIEWER)):
+            return allowed
+        if not (allowed := _console_backend_check(instance, kind)):
+            return allowed
+        if instance.power_state not in CONSOLE_STATES:
+            return Allowed(False, f"The instance is {state_label(instance)}: start it first.")
+        return YES
+
+    return console
 
 
-def console_interactive(instance: Instance, role: Role | None) -> Allowed:
-    """Type into a console, and take the keyboard over from another operator."""
-    if not (allowed := role_check(role, Role.OPERATOR)):
-        return allowed
-    return console(instance, role)
+def _interactive(opens: Callable[[Instance, Role | None], Allowed]):
+    def console_interactive(instance: Instance, role: Role | None) -> Allowed:
+        """Type into a console, and take the keyboard over from another operator."""
+        if not (allowed := role_check(role, Role.OPERATOR)):
+            return allowed
+        return opens(instance, role)
+
+    return console_interactive
+
+
+console = _console_of("serial")
+console_interactive = _interactive(console)
+vnc_console = _console_of("vnc")
+exec_console = _console_of("exec")
 
 
 def serial_log(instance: Instance, role: Role | None) -> Allowed:
     """Download everything the guest printed on its serial port (kept across power-offs)."""
     if not (allowed := role_check(role, Role.VIEWER)):
         return allowed
-    return _console_backend_check(instance)
+    if not (allowed := _console_backend_check(instance)):
+        return allowed
+    if not backend_named(instance.backend).keeps_serial_log:
+        return Allowed(False, f"{instance.backend} keeps no serial log; open the serial console.")
+    return YES
 
 
 def console_recordings(instance: Instance, role: Role | None) -> Allowed:
@@ -148,6 +169,10 @@ def console_recordings(instance: Instance, role: Role | None) -> Allowed:
 CONSOLE_RULES = {
     "console": console,
     "console_interactive": console_interactive,
+    "vnc_console": vnc_console,
+    "vnc_console_interactive": _interactive(vnc_console),
+    "exec_console": exec_console,
+    "exec_console_interactive": _interactive(exec_console),
     "serial_log": serial_log,
     "console_recordings": console_recordings,
 }

@@ -49,6 +49,8 @@ class InstanceForm(forms.Form):
         self.fields["cdrom_image"].queryset = images_for(project, ImageKind.ISO)  # type: ignore[attr-defined]
         self.fields["ssh_keys"].queryset = project.ssh_keys.all()  # type: ignore[attr-defined]
         self.run_strategy_help = RUN_STRATEGY_HELP
+        # "Runs on" is asked only when there is a choice: the console's hosts or a cluster
+        self.offers_clusters = len(list(self.fields["cluster"].choices)) > 1  # type: ignore[attr-defined]
 
 
 @form_fields_of(DiskIn)

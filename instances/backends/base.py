@@ -138,11 +138,33 @@ class GuestFacts:
     filesystems: tuple[dict, ...] = ()
 
 
+@dataclass(frozen=True)
+class RemoteConsole:
+    """A console its engine serves as a websocket (KubeVirt's console and vnc subresources):
+    the URL, the subprotocol and the headers that sign in, and the CA file of its TLS ("" for
+    the system's)."""
+
+    url: str
+    subprotocol: str
+    headers: tuple[tuple[str, str], ...] = ()
+    ca_file: str = ""
+
+    def __repr__(self) -> str:  # never the token in a log line
+        return f"RemoteConsole({self.url!r})"
+
+
+# A console's endpoint: a unix socket on this console's hosts, or a websocket of the engine.
+ConsoleEndpoint = Path | RemoteConsole
+
+
 class Backend(Protocol):
     name: str
     # How users reach a shell of the machine when not through the console's own consoles: a
     # cloud's IAM-gated channel ("SSM", "OS Login"); "" when the console's consoles do it.
     exec_channel: str
+    # The console kinds it serves through console_socket ("serial", "vnc", "exec").
+    console_kinds: frozenset[str]
+    keeps_serial_log: bool  # serial_log() gives the guest's output since it was defined
 
     def define(self, spec: MachineSpec) -> None:
         """Prepare everything the machine needs to start (run folder, disks, seed). Idempotent."""
@@ -207,11 +229,12 @@ class Backend(Protocol):
     def guest_exec(self, machine_id: str, argv: list[str], timeout: float = 10) -> tuple[int, str]:
         """Run a command in the guest through its agent; exit code and output."""
 
-    def serial_log(self, machine_id: str) -> Path:
-        """Everything the guest printed on its serial port since it was defined."""
+    def serial_log(self, machine_id: str) -> Path | None:
+        """Everything the guest printed on its serial port since it was defined; None when the
+        engine keeps no such log (KubeVirt)."""
 
-    def console_socket(self, machine_id: str, kind: str) -> Path:
-        """The unix socket of a console kind: "serial", "vnc" or "exec"."""
+    def console_socket(self, machine_id: str, kind: str) -> ConsoleEndpoint:
+        """Where a console kind ("serial", "vnc" or "exec") is served."""
 
     def undefine(self, machine_id: str) -> None:
         """Remove everything define() made except disks; the machine must be stopped."""

@@ -25,6 +25,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 from websockets.typing import Subprotocol
 
+from instances.backends.base import ConsoleEndpoint
 from instances.consoles import bridges
 from instances.consoles.recording import Recorder
 from instances.consoles.registry import ConsoleKind, console_kind
@@ -51,7 +52,7 @@ SERVER_OPTIONS = {
 class Locator(Protocol):
     """Where a machine's console sockets and serial log are (the backends, or a test's fakes)."""
 
-    def socket(self, backend: str, machine_id: str, socket_kind: str) -> Path: ...
+    def socket(self, backend: str, machine_id: str, socket_kind: str) -> ConsoleEndpoint: ...
 
     def serial_log(self, backend: str, machine_id: str) -> Path | None: ...
 
@@ -59,7 +60,7 @@ class Locator(Protocol):
 class BackendLocator:
     """The real thing: asks the instance's backend."""
 
-    def socket(self, backend: str, machine_id: str, socket_kind: str) -> Path:
+    def socket(self, backend: str, machine_id: str, socket_kind: str) -> ConsoleEndpoint:
         from instances.backends import backend_named
 
         return backend_named(backend).console_socket(machine_id, socket_kind)
@@ -189,7 +190,7 @@ class ConsoleProxy:
         except bridges.Unavailable as unavailable:
             reason = str(unavailable)
             with contextlib.suppress(ConnectionClosed):
-                await ws.close(bridges.CLOSE_BACKEND_GONE, reason)
+                await ws.close(bridges.CLOSE_BACKEND_GONE, reason[:120])
         except Exception as error:  # the session ends; the proxy goes on
             log.exception("console session %s failed", admission.session_id)
             reason = f"error: {error}"
@@ -211,7 +212,7 @@ class ConsoleProxy:
         self,
         ws: ServerConnection,
         admission: Admission,
-        socket_path: Path,
+        socket_path: ConsoleEndpoint,
         recorder: Recorder | None,
     ) -> tuple[str, int, int]:
         kind = admission.kind

@@ -39,6 +39,8 @@ CONSOLE_KINDS: dict[str, ConsoleKind] = {
             description="The guest's graphical screen, keyboard and mouse.",
             socket_kind="vnc",
             protocol="rfb",
+            rule="vnc_console",
+            interactive_rule="vnc_console_interactive",
         ),
         ConsoleKind(
             name="exec",
@@ -47,6 +49,8 @@ CONSOLE_KINDS: dict[str, ConsoleKind] = {
             "no network and no SSH needed.",
             socket_kind="exec",
             protocol="terminal",
+            rule="exec_console",
+            interactive_rule="exec_console_interactive",
             recorded=True,
         ),
     )

@@ -124,7 +124,7 @@ def serial_log_download(request: AuthedRequest, project_slug: str, pk: int) -> F
     if not (allowed := actions.serial_log(instance, role)):
         raise PermissionDenied(allowed.reason)
     path = backend_named(instance.backend).serial_log(instance.machine_id)
-    if not path.is_file():
+    if path is None or not path.is_file():
         raise Http404("This instance has no serial output yet.")
     return FileResponse(
         open(path, "rb"),
@@ -166,7 +166,7 @@ def _recording(instance: Instance, session_id: int) -> tuple[ConsoleSession, Pat
         raise Http404("This session is still open: its recording is ready when it ends.")
     if not path.exists() and part_path(path).exists():
         finish_recording(path)  # left unfinished by a proxy that stopped mid-session
-    if not path.is_file():
+    if path is None or not path.is_file():
         raise Http404("This session has no recording.")
     return session, path
 

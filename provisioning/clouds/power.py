@@ -71,6 +71,8 @@ class CloudVmBackend:
     service = ""  # the cloud's compute service: "EC2", "GCE"
     identity = ""  # whose identity the exec channel checks: "AWS", "Google"
     exec_channel = ""  # "SSM", "OS Login"
+    console_kinds: frozenset[str] = frozenset()  # none: the cloud's IAM-gated channel instead
+    keeps_serial_log = False
 
     @property
     def cloud(self) -> str:

@@ -2,11 +2,13 @@
 
 import os
 import shutil
+import socket
 
 import pytest
 
 from provisioning.services.accounts import account_create
 from tests.e2e.session import log_in, watch_csp
+from tests.services import start_console_proxy, stop
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # Playwright's sync API runs an event loop in this thread; the ORM calls the tests make next to
@@ -71,3 +73,15 @@ def wizard_second_step(page, login, project, operator):
     page.fill("#id_name", "shop")
     page.press("#id_name", "Enter")
     return page
+
+
+@pytest.fixture
+def console_proxy_port(celery_worker_process, live_server, settings, tmp_path):
+    """`manage.py consoleproxy` for the live server's pages, on a free port."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = start_console_proxy(port, [live_server.url], tmp_path / "consoleproxy.log")
+    settings.CONSOLEPROXY_PORT = port  # what the pages tell the browser
+    yield port
+    stop(process)

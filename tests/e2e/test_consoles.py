@@ -23,17 +23,6 @@ BOOT_TIMEOUT = 120_000  # ms
 
 
 @pytest.fixture
-def console_proxy_port(celery_worker_process, live_server, settings, tmp_path):
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = start_console_proxy(port, [live_server.url], tmp_path / "consoleproxy.log")
-    settings.CONSOLEPROXY_PORT = port  # what the pages tell the browser
-    yield port
-    stop(process)
-
-
-@pytest.fixture
 def demo_vm(project, owner, operator, machines_root):
     lan = SubnetFactory(project=project, name="lan", cidr_v4="10.90.0.0/24", gateway="10.90.0.1")
     vm = demo_instance(

@@ -23,11 +23,13 @@ from instances.backends.base import (
     MachineSpec,
     MachineStatus,
     Power,
+    RemoteConsole,
 )
 from instances.backends.kubevirt.connection import (
     TIMEOUT,
     ClusterAccess,
     api_client,
+    console_endpoint,
     refusal,
     subresource,
 )
@@ -57,6 +59,8 @@ class NotOnKubevirt(BackendError):
 class KubevirtBackend:
     name = "kubevirt"
     exec_channel = ""
+    console_kinds = frozenset({"serial", "vnc"})  # KubeVirt has no exec channel into a guest
+    keeps_serial_log = False
 
     def __init__(
         self,
@@ -267,11 +271,20 @@ class KubevirtBackend:
     def guest_exec(self, machine_id: str, argv: list[str], timeout: float = 10) -> tuple[int, str]:
         raise NotOnKubevirt("Running a command in the guest")
 
-    def serial_log(self, machine_id: str) -> Path:
-        raise NotOnKubevirt("The serial log")
+    def serial_log(self, machine_id: str) -> None:
+        """KubeVirt keeps no serial log the console can read: the serial console's viewers get
+        what the proxy saw since it opened it."""
+        return None
 
-    def console_socket(self, machine_id: str, kind: str) -> Path:
-        raise NotOnKubevirt("A console")
+    def console_socket(self, machine_id: str, kind: str) -> RemoteConsole:
+        """The VMI's `console` (serial) or `vnc` subresource websocket."""
+        subresource = {"serial": "console", "vnc": "vnc"}.get(kind)
+        if subresource is None:
+            raise BackendError(f"KubeVirt serves no {kind} console; use serial or VNC.")
+        _, where = self._at(machine_id)
+        return console_endpoint(
+            where.access, self.ca_folder, where.placement.namespace, machine_id, subresource
+        )
 
 
 def machine_status(vmi: Body | None) -> MachineStatus:

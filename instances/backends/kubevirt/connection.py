@@ -11,11 +11,12 @@ import urllib3
 from kubernetes import client
 from kubernetes.utils.quantity import parse_quantity
 
-from instances.backends.base import BackendError
+from instances.backends.base import BackendError, RemoteConsole
 
 TIMEOUT = (3.05, 15)  # connect, read: seconds
 ZONE_LABEL = "topology.kubernetes.io/zone"
 RBAC_FILE = "deploy/kubevirt/rbac.yaml"
+CONSOLE_SUBPROTOCOL = "plain.kubevirt.io"  # raw bytes in binary frames, both ways
 
 
 @dataclass(frozen=True)
@@ -34,13 +35,38 @@ def api_client(access: ClusterAccess, ca_folder: Path) -> client.ApiClient:
     configuration.api_key_prefix = {"authorization": "Bearer"}
     configuration.retries = False  # a refusal is answered at once, not retried in the client
     if access.ca_certificate:
-        digest = hashlib.sha256(access.ca_certificate.encode()).hexdigest()[:16]
-        ca_folder.mkdir(parents=True, exist_ok=True)
-        path = ca_folder / f"ca-{digest}.pem"
-        if not path.exists():
-            path.write_text(access.ca_certificate)
-        configuration.ssl_ca_cert = str(path)
+        configuration.ssl_ca_cert = ca_file(access, ca_folder)
     return client.ApiClient(configuration)
+
+
+def ca_file(access: ClusterAccess, ca_folder: Path) -> str:
+    """The cluster's CA as a file (the client and TLS contexts read files); "" for the system's."""
+    if not access.ca_certificate:
+        return ""
+    digest = hashlib.sha256(access.ca_certificate.encode()).hexdigest()[:16]
+    ca_folder.mkdir(parents=True, exist_ok=True)
+    path = ca_folder / f"ca-{digest}.pem"
+    if not path.exists():
+        path.write_text(access.ca_certificate)
+    return str(path)
+
+
+def console_endpoint(
+    access: ClusterAccess, ca_folder: Path, namespace: str, name: str, subresource: str
+) -> RemoteConsole:
+    """The websocket of a VMI's `console` (serial) or `vnc` subresource, as virtctl opens it."""
+    base = access.api_url.rstrip("/")
+    scheme, _, rest = base.partition("://")
+    path = (
+        f"/apis/subresources.kubevirt.io/v1/namespaces/{namespace}/virtualmachineinstances/"
+        f"{name}/{subresource}"
+    )
+    return RemoteConsole(
+        url=f"{'wss' if scheme == 'https' else 'ws'}://{rest}{path}",
+        subprotocol=CONSOLE_SUBPROTOCOL,
+        headers=(("Authorization", f"Bearer {access.token}"),),
+        ca_file=ca_file(access, ca_folder),
+    )
 
 
 def refusal(error: Exception, api_url: str) -> BackendError:

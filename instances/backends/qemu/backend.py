@@ -40,6 +40,8 @@ class QemuBackend(QemuDevices, QemuSnapshots):
 
     name = "qemu"
     exec_channel = ""  # the console's own serial, VNC and exec consoles
+    console_kinds = frozenset({"serial", "vnc", "exec"})
+    keeps_serial_log = True
 
     # ---- lifecycle ---------------------------------------------------------------------------
 

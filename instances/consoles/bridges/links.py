@@ -3,6 +3,7 @@
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 from websockets.asyncio.server import ServerConnection, broadcast
 from websockets.frames import Frame, Opcode
@@ -15,6 +16,21 @@ CLOSE_BACKEND_GONE = 4410  # the browser reconnects with a fresh ticket, after a
 
 class Unavailable(Exception):
     """The backend's console socket cannot be reached (the machine is not running)."""
+
+
+class Link(Protocol):
+    """The proxy's end of a console's backend connection: a unix socket or an engine's
+    websocket (remote.py)."""
+
+    closed: bool
+
+    def write(self, data: bytes, sender: ServerConnection) -> None: ...
+
+    def pause_reading(self) -> None: ...
+
+    def resume_reading(self) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class BackendLink(asyncio.Protocol):
@@ -59,12 +75,20 @@ class BackendLink(asyncio.Protocol):
             sender.transport.pause_reading()
             self._on_resume.append(sender.transport.resume_reading)
 
+    def pause_reading(self) -> None:
+        if self.transport is not None and not self.closed:
+            self.transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        if self.transport is not None and not self.closed:
+            self.transport.resume_reading()
+
     def close(self) -> None:
         if self.transport is not None:
             self.transport.close()
 
 
-async def open_link(
+async def open_unix_link(
     path: Path, on_data: Callable[[bytes], None], on_closed: Callable[[], None]
 ) -> BackendLink:
     loop = asyncio.get_running_loop()
@@ -81,7 +105,7 @@ class OutputPump:
     """Sends backend output to websockets; when one of them cannot keep up, stops reading the
     backend until it drains, and drops it if it stays stuck."""
 
-    def __init__(self, link_getter: Callable[[], BackendLink | None]) -> None:
+    def __init__(self, link_getter: Callable[[], Link | None]) -> None:
         self._link = link_getter
         self._waiting: asyncio.Task[None] | None = None
 
@@ -89,8 +113,8 @@ class OutputPump:
         broadcast(connections, data)
         if self._waiting is None and any(ws.paused for ws in connections):
             link = self._link()
-            if link is not None and link.transport is not None:
-                link.transport.pause_reading()
+            if link is not None:
+                link.pause_reading()
             self._waiting = asyncio.get_running_loop().create_task(self._wait(connections))
 
     async def _wait(self, connections: list[ServerConnection]) -> None:
@@ -107,8 +131,8 @@ class OutputPump:
         finally:
             self._waiting = None
             link = self._link()
-            if link is not None and link.transport is not None and not link.closed:
-                link.transport.resume_reading()
+            if link is not None:
+                link.resume_reading()
 
 
 class ConsoleConnection(ServerConnection):

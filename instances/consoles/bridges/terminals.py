@@ -17,16 +17,17 @@ from pathlib import Path
 from websockets.asyncio.server import ServerConnection, broadcast
 from websockets.exceptions import ConnectionClosed
 
+from instances.backends.base import ConsoleEndpoint
 from instances.consoles.recording import Recorder
 from instances.consoles.sessions import Admission
 
+from .endpoints import open_link
 from .links import (
     CLOSE_BACKEND_GONE,
-    BackendLink,
     ConsoleConnection,
+    Link,
     OutputPump,
     close_reason,
-    open_link,
 )
 
 # Serial hubs line the socket's bytes up with the serial log (TerminalHub._align).
@@ -59,7 +60,7 @@ class TerminalHub:
     def __init__(
         self,
         key: tuple[str, str, str],
-        socket_path: Path,
+        socket_path: ConsoleEndpoint,
         *,
         serial_log: Path | None,
         history_bytes: int,
@@ -74,7 +75,7 @@ class TerminalHub:
         self.on_gone = on_gone
         self.viewers: list[Viewer] = []
         self.holder: Viewer | None = None
-        self.link: BackendLink | None = None
+        self.link: Link | None = None
         self.position = 0  # stream offset of the next byte (from a serial log offset for serial)
         self.epoch = ""  # names the stream that positions count in
         self.log_start = 0  # serial: the log's size when the hub started; older output is the log's
@@ -320,7 +321,7 @@ class HubRegistry:
         self._starting: dict[tuple[str, str, str], asyncio.Future[TerminalHub]] = {}
 
     async def hub(
-        self, key: tuple[str, str, str], socket_path: Path, serial_log: Path | None
+        self, key: tuple[str, str, str], socket_path: ConsoleEndpoint, serial_log: Path | None
     ) -> TerminalHub:
         if key in self.hubs:
             return self.hubs[key]

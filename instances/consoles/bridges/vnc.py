@@ -3,33 +3,33 @@ connection, with the client's bytes passed through rfb.ClientFilter (read-only s
 
 import asyncio
 import logging
-from pathlib import Path
 
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
+from instances.backends.base import ConsoleEndpoint
 from instances.consoles.rfb import ClientFilter, RfbError
 from instances.consoles.sessions import Admission
 
+from .endpoints import open_link
 from .links import (
     CLOSE_BACKEND_GONE,
-    BackendLink,
     ConsoleConnection,
+    Link,
     OutputPump,
     close_reason,
-    open_link,
 )
 
 log = logging.getLogger("zopday.consoleproxy")
 
 
 async def run_vnc(
-    ws: ServerConnection, admission: Admission, socket_path: Path
+    ws: ServerConnection, admission: Admission, socket_path: ConsoleEndpoint
 ) -> tuple[str, int, int]:
     """Serve one VNC session on its own backend connection; returns (reason, bytes to the
     guest, bytes to the browser)."""
     counts = [0, 0]
-    link: BackendLink | None = None
+    link: Link | None = None
     client = ClientFilter(read_only=admission.read_only)
 
     def output(data: bytes) -> None:

@@ -79,6 +79,8 @@ class Controller:
         for action in ("start", "stop", "restart"):
             api.actions[("virtualmachines", action)] = self._action(action)
         api.actions[("virtualmachineinstances", "softreboot")] = self._soft_reboot
+        api.streams[("virtualmachineinstances", "console")] = self._console("serial")
+        api.streams[("virtualmachineinstances", "vnc")] = self._console("vnc")
         self.closing = threading.Event()
         self.thread = threading.Thread(target=self._loop, daemon=True)
         self.thread.start()
@@ -131,6 +133,24 @@ class Controller:
         if vmi.get("status", {}).get("phase") != "Running" or not node:
             raise ApiError(409, "Conflict", "VMI is not running")
         self.node_backend(node).restart(self._machine_id(vmi))
+
+    def _console(self, kind: str):
+        """The guest's console socket on its node, as virt-handler reaches it for virt-api."""
+
+        def socket_of(namespace: str, name: str) -> Path:
+            vmi = self.store.get(VMI, namespace, name)
+            status = vmi.get("status", {})
+            if status.get("phase") != "Running" or not status.get("nodeName"):
+                raise ApiError(
+                    400, "BadRequest", "Unable to connect to VirtualMachineInstance because "
+                    f"phase is {status.get('phase', 'Pending')} instead of Running",
+                )  # fmt: skip
+            backend = self.node_backend(status["nodeName"])
+            path = backend.console_socket(self._machine_id(vmi), kind)
+            assert isinstance(path, Path)
+            return path
+
+        return socket_of
 
     def _wake(self) -> None:
         with self.store.changed:

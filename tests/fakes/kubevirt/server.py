@@ -4,16 +4,22 @@ real `kubernetes` client drives it as it would a cluster's API server."""
 
 import copy
 import json
+import socket
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import jsonpatch
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request
+from websockets.server import ServerProtocol
+from websockets.sync.connection import Connection as WebsocketConnection
 
 from tests.fakes.kubevirt import schemas
 from tests.fakes.kubevirt.store import BY_PATH, ApiError, Body, Event, Resource, Store
@@ -21,6 +27,9 @@ from tests.fakes.kubevirt.store import BY_PATH, ApiError, Body, Event, Resource,
 SUBRESOURCES_GROUP = "subresources.kubevirt.io"
 # (plural, subresource) → handler(namespace, name, body) answering a PUT to a KubeVirt action
 Action = Callable[[str, str, Body], Body | None]
+# (plural, subresource) → opener(namespace, name): the unix socket a console websocket bridges to
+Stream = Callable[[str, str], Path]
+CONSOLE_SUBPROTOCOL = "plain.kubevirt.io"
 
 
 @dataclass
@@ -78,6 +87,17 @@ def selector_matches(query: dict[str, str]) -> Callable[[Body], bool]:
     return matches
 
 
+def _pump_out(guest: socket.socket, websocket: WebsocketConnection) -> None:
+    """The guest's console output to the websocket, until either end closes."""
+    try:
+        while data := guest.recv(65536):
+            websocket.send(data)
+    except (OSError, ConnectionClosed):
+        pass
+    finally:
+        websocket.close()
+
+
 def node(name: str, zone: str, cpu: str = "4", memory: str = "8Gi") -> Body:
     """A schedulable node in `zone`, with what it can give its pods."""
     resources = {"cpu": cpu, "memory": memory, "devices.kubevirt.io/kvm": "1k"}
@@ -115,6 +135,7 @@ class FakeApiServer:
         for index, zone in enumerate(zones):
             self.store.create(BY_PATH[("", "v1", "nodes")], "", node(f"node-{index + 1}", zone))
         self.actions: dict[tuple[str, str], Action] = {}
+        self.streams: dict[tuple[str, str], Stream] = {}
         self.tokens: dict[str, Subject] = {}
         self.requests: Counter[str] = Counter()  # "GET virtualmachines", "WATCH ...", ...
         self.bookmark_seconds = bookmark_seconds
@@ -287,7 +308,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.api.requests[f"{verb} {route.resource.plural}"] += 1
             self.api.authorize(self.headers.get("Authorization", ""), verb, route)
             body = json.loads(raw) if raw else {}
-            if watching:
+            if method == "GET" and self.headers.get("Upgrade", "").lower() == "websocket":
+                self.stream(route)
+            elif watching:
                 self.watch(route, query)
             else:
                 self.dispatch(method, route, query, body)
@@ -357,6 +380,48 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
         else:
             self.answer(200, answer)
+
+    def stream(self, route: Route) -> None:
+        """A console subresource as virt-api serves it: a websocket (plain.kubevirt.io) whose
+        binary frames carry the guest's console bytes both ways."""
+        opener = self.api.streams.get((route.resource.plural, route.subresource))
+        if opener is None or not route.name or not route.action_group:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        path = opener(route.namespace or "", route.name)
+        protocol = ServerProtocol(
+            select_subprotocol=lambda _, offered: (
+                CONSOLE_SUBPROTOCOL if CONSOLE_SUBPROTOCOL in offered else None
+            )
+        )
+        # the request is read already: given again, so the protocol's parser moves past it
+        head = "".join(f"{key}: {value}\r\n" for key, value in self.headers.items())
+        protocol.receive_data(f"{self.requestline}\r\n{head}\r\n".encode("latin-1"))
+        [request] = protocol.events_received()
+        assert isinstance(request, Request)
+        response = protocol.accept(request)
+        protocol.send_response(response)
+        self.connection.sendall(b"".join(protocol.data_to_send()))
+        self.close_connection = True
+        if response.status_code != 101:
+            return
+        guest = socket.socket(socket.AF_UNIX)
+        try:
+            guest.connect(str(path))
+        except OSError:
+            guest.close()
+            protocol.send_close(1011, "the guest's console is gone")
+            self.connection.sendall(b"".join(protocol.data_to_send()))
+            return
+        websocket = WebsocketConnection(self.connection, protocol)
+        threading.Thread(target=_pump_out, args=(guest, websocket), daemon=True).start()
+        try:
+            for message in websocket:
+                guest.sendall(message if isinstance(message, bytes) else message.encode())
+        except (OSError, ConnectionClosed):
+            pass
+        finally:
+            guest.close()
+            websocket.close()
 
     def watch(self, route: Route, query: dict[str, str]) -> None:
         """Events after `resourceVersion` (all objects as ADDED first when it is absent or 0),

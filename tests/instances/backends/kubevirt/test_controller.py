@@ -11,7 +11,7 @@ from instances.backends.base import CloudInitSeed, DiskSpec, MachineSpec, NicSpe
 from instances.backends.kubevirt.connection import subresource
 from instances.backends.kubevirt.manifests import Placement
 from instances.backends.kubevirt.objects import NamespaceObjects
-from tests.instances.backends.kubevirt.conftest import KERNEL_IMAGE, api_client
+from tests.fakes.kubevirt.fixtures import KERNEL_IMAGE, api_client
 
 pytestmark = pytest.mark.integration
 

@@ -7,8 +7,8 @@ import json
 import pytest
 from kubernetes import client, watch
 
+from tests.fakes.kubevirt.fixtures import api_client
 from tests.fakes.kubevirt.server import Subject
-from tests.instances.backends.kubevirt.conftest import api_client
 
 VMS = ("kubevirt.io", "v1", "zop-p1", "virtualmachines")
 

@@ -9,9 +9,9 @@ from kubernetes import client
 from instances.backends.base import BackendError
 from instances.backends.kubevirt.manifests import Placement
 from instances.backends.kubevirt.objects import NamespaceObjects
+from tests.fakes.kubevirt.fixtures import api_client
 from tests.fakes.kubevirt.server import Subject
 from tests.fakes.kubevirt.store import RESOURCES
-from tests.instances.backends.kubevirt.conftest import api_client
 from tests.instances.backends.kubevirt.test_manifests import SHAPES, image_url
 
 SPEC = SHAPES["uefi secure boot, vtpm, subnets"]
