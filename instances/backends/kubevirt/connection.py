@@ -16,6 +16,7 @@ from instances.backends.base import BackendError, RemoteConsole
 TIMEOUT = (3.05, 15)  # connect, read: seconds
 ZONE_LABEL = "topology.kubernetes.io/zone"
 RBAC_FILE = "deploy/kubevirt/rbac.yaml"
+USER_AGENT = "zopday-console"
 CONSOLE_SUBPROTOCOL = "plain.kubevirt.io"  # raw bytes in binary frames, both ways
 
 
@@ -36,7 +37,9 @@ def api_client(access: ClusterAccess, ca_folder: Path) -> client.ApiClient:
     configuration.retries = False  # a refusal is answered at once, not retried in the client
     if access.ca_certificate:
         configuration.ssl_ca_cert = ca_file(access, ca_folder)
-    return client.ApiClient(configuration)
+    api = client.ApiClient(configuration)
+    api.user_agent = USER_AGENT  # what the cluster's audit log names as the caller
+    return api
 
 
 def ca_file(access: ClusterAccess, ca_folder: Path) -> str:

@@ -113,7 +113,7 @@ async def open_remote(
             compression=None,
             open_timeout=OPEN_SECONDS,
             max_size=None,
-            user_agent_header="zopday-consoleproxy",
+            user_agent_header="zopday-console",
         )
     except InvalidStatus as error:
         code = error.response.status_code

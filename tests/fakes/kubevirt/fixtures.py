@@ -11,11 +11,13 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
+from instances.backends.kubevirt.connection import USER_AGENT
 from instances.models import Cluster, Instance
 from instances.services.cluster_watch import ClusterWatch, watch_cluster
 from instances.services.clusters import cluster_check
 from tests import factories
 from tests.factories import SubnetFactory
+from tests.fakes.kubevirt import schemas
 from tests.fakes.kubevirt.controller import Controller
 from tests.fakes.kubevirt.server import FakeApiServer, Subject
 
@@ -24,10 +26,24 @@ CONSOLE = "system:serviceaccount:zopday:console"
 
 @pytest.fixture
 def kube_api() -> Iterator[FakeApiServer]:
+    """The fake's API server. After each test, every object and action body the console sent
+    it must have validated against the vendored OpenAPI documents, with no field unknown."""
     fake = FakeApiServer(bookmark_seconds=0.1)
     fake.add_token("console-token", Subject(CONSOLE))
     yield fake
     fake.stop()
+    assert not invalid_sent(fake)
+
+
+def invalid_sent(fake: FakeApiServer) -> list[str]:
+    """What the console sent that the documents do not take, or that they do not describe."""
+    return [
+        f"{sent.kind} {sent.body.get('metadata', {}).get('name', '')}: "
+        f"{sent.verdict.causes or sent.verdict.unknown or 'no schema'}"
+        for sent in fake.sent
+        if sent.agent == USER_AGENT
+        and (sent.verdict.causes or sent.verdict.unknown or schemas.validator(sent.kind) is None)
+    ]
 
 
 def api_client(fake: FakeApiServer, token: str = "console-token") -> client.ApiClient:

@@ -53,6 +53,9 @@ _DEFINITIONS = {
     "VirtualMachineRestore": ("kubevirt", "v1beta1.VirtualMachineRestore"),
     "AddVolumeOptions": ("kubevirt", "v1.AddVolumeOptions"),
     "RemoveVolumeOptions": ("kubevirt", "v1.RemoveVolumeOptions"),
+    "StartOptions": ("kubevirt", "v1.StartOptions"),
+    "StopOptions": ("kubevirt", "v1.StopOptions"),
+    "RestartOptions": ("kubevirt", "v1.RestartOptions"),
     "DataVolume": ("cdi", "v1beta1.DataVolume"),
 }
 

@@ -30,6 +30,22 @@ Action = Callable[[str, str, Body], Body | None]
 # (plural, subresource) → opener(namespace, name): the unix socket a console websocket bridges to
 Stream = Callable[[str, str], Path]
 CONSOLE_SUBPROTOCOL = "plain.kubevirt.io"
+# the body of a KubeVirt action, by its subresource (softreboot and the consoles take none)
+ACTION_OPTIONS = {
+    "start": "StartOptions", "stop": "StopOptions", "restart": "RestartOptions",
+    "addvolume": "AddVolumeOptions", "removevolume": "RemoveVolumeOptions",
+}  # fmt: skip
+
+
+@dataclass
+class Sent:
+    """An object a client sent, as its kind, with what validating it found; `agent` is the
+    client's User-Agent (the console's is zopday-console)."""
+
+    agent: str
+    kind: str
+    body: Body
+    verdict: schemas.Verdict
 
 
 @dataclass
@@ -138,6 +154,7 @@ class FakeApiServer:
         self.streams: dict[tuple[str, str], Stream] = {}
         self.tokens: dict[str, Subject] = {}
         self.requests: Counter[str] = Counter()  # "GET virtualmachines", "WATCH ...", ...
+        self.sent: list[Sent] = []  # every object and action body, as validated
         self.bookmark_seconds = bookmark_seconds
         self.closing = threading.Event()
         server = self
@@ -211,11 +228,14 @@ class FakeApiServer:
                 {"name": route.name, "group": group, "kind": route.resource.plural},
             )
 
-    def checked(self, resource: Resource, body: Body, query: dict[str, str]) -> tuple[Body, str]:
+    def checked(
+        self, resource: Resource, body: Body, query: dict[str, str], agent: str = ""
+    ) -> tuple[Body, str]:
         """The body as stored (unknown fields pruned) and a warning; a 422 or 400 if invalid."""
         if body.get("kind") not in (None, resource.kind):
             raise ApiError(400, "BadRequest", f"the kind {body.get('kind')} is not {resource.kind}")
         verdict = schemas.validate(resource.kind, body)
+        self.sent.append(Sent(agent, resource.kind, copy.deepcopy(body), verdict))
         name = body.get("metadata", {}).get("name", "")
         if verdict.causes:
             causes = [
@@ -320,6 +340,10 @@ class _Handler(BaseHTTPRequestHandler):
             failed = ApiError(400, "BadRequest", f"the request could not be read: {error}")
             self.answer(400, failed.status())
 
+    @property
+    def agent(self) -> str:
+        return self.headers.get("User-Agent", "")
+
     @staticmethod
     def verb(method: str, route: Route, watching: bool) -> str:
         if watching:
@@ -343,12 +367,12 @@ class _Handler(BaseHTTPRequestHandler):
             })  # fmt: skip
         elif method == "POST" and not route.name:
             self.api.namespace_exists(route)
-            stored, warning = self.api.checked(resource, body, query)
+            stored, warning = self.api.checked(resource, body, query, self.agent)
             self.answer(201, store.create(resource, namespace, stored), warning)
         elif method == "PUT" and route.name and route.subresource in ("", "status"):
             if body.get("metadata", {}).get("name") != route.name:
                 raise ApiError(400, "BadRequest", "the name of the object does not match the URL")
-            stored, warning = self.api.checked(resource, body, query)
+            stored, warning = self.api.checked(resource, body, query, self.agent)
             answer = store.replace(
                 resource, namespace, stored, status=route.subresource == "status"
             )
@@ -358,7 +382,7 @@ class _Handler(BaseHTTPRequestHandler):
             content_type = self.headers.get("Content-Type", "")
             changed = self.api.patched(current, content_type, body, resource)
             changed["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-            stored, warning = self.api.checked(resource, changed, query)
+            stored, warning = self.api.checked(resource, changed, query, self.agent)
             answer = store.replace(
                 resource, namespace, stored, status=route.subresource == "status"
             )
@@ -373,6 +397,12 @@ class _Handler(BaseHTTPRequestHandler):
         handler = self.api.actions.get((route.resource.plural, route.subresource))
         if handler is None or not route.name:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if kind := ACTION_OPTIONS.get(route.subresource):
+            verdict = schemas.validate(kind, body)
+            self.api.sent.append(Sent(self.agent, kind, copy.deepcopy(body), verdict))
+            if verdict.causes:
+                listed = ", ".join(f"{where}: {message}" for where, message in verdict.causes)
+                raise ApiError(422, "Invalid", f"the {kind} are invalid: {listed}")
         answer = handler(route.namespace or "", route.name, body)
         if answer is None:
             self.send_response(202)

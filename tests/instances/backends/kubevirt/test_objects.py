@@ -7,9 +7,11 @@ import pytest
 from kubernetes import client
 
 from instances.backends.base import BackendError
+from instances.backends.kubevirt import connection
+from instances.backends.kubevirt.connection import ClusterAccess
 from instances.backends.kubevirt.manifests import Placement
 from instances.backends.kubevirt.objects import NamespaceObjects
-from tests.fakes.kubevirt.fixtures import api_client
+from tests.fakes.kubevirt.fixtures import api_client, invalid_sent
 from tests.fakes.kubevirt.server import Subject
 from tests.fakes.kubevirt.store import RESOURCES
 from tests.instances.backends.kubevirt.test_manifests import SHAPES, image_url
@@ -63,3 +65,22 @@ def test_a_refused_object_and_a_missing_rule_are_backend_errors(kube_api):
     limited = NamespaceObjects(api_client(kube_api, "no-ns"), "zop-other")
     with pytest.raises(BackendError, match='cannot create resource "namespaces"'):
         limited.define(SPEC, PLACEMENT, image_url)
+
+
+def test_every_object_the_console_sends_validates_against_the_vendored_documents(
+    kube_api, tmp_path
+):
+    """The console's own client, each machine shape written and then rewritten: all it sent
+    is collected by the fake, and each test's teardown checks the same of its own traffic."""
+    api = connection.api_client(ClusterAccess(kube_api.url, "console-token"), tmp_path)
+    objects = NamespaceObjects(api, "zop-web")
+    placement = replace(PLACEMENT, kernel_image="registry.local/kernel:1")
+    for spec in SHAPES.values():
+        objects.define(spec, placement, image_url)
+        objects.define(replace(spec, memory_mb=spec.memory_mb * 2), placement, image_url)
+    sent = [item for item in kube_api.sent if item.agent == connection.USER_AGENT]
+    assert {item.kind for item in sent} == {
+        "Namespace", "NetworkAttachmentDefinition", "Secret", "VirtualMachine",
+    }  # fmt: skip
+    assert len(sent) >= 2 * len(SHAPES)
+    assert invalid_sent(kube_api) == []
