@@ -165,6 +165,9 @@ class Backend(Protocol):
     # The console kinds it serves through console_socket ("serial", "vnc", "exec").
     console_kinds: frozenset[str]
     keeps_serial_log: bool  # serial_log() gives the guest's output since it was defined
+    # A stop that cannot be withdrawn: the backend cuts the power when the grace given to
+    # shutdown() runs out (KubeVirt's stop). Elsewhere the console decides what a timeout means.
+    stop_cuts_power: bool
 
     def define(self, spec: MachineSpec) -> None:
         """Prepare everything the machine needs to start (run folder, disks, seed). Idempotent."""
@@ -173,8 +176,9 @@ class Backend(Protocol):
         """Power the machine on, defining it first as needed; a running machine is left alone.
         True when this call powered it on, False when it was running already."""
 
-    def shutdown(self, machine_id: str) -> None:
-        """ACPI power button: the guest decides how to power off."""
+    def shutdown(self, machine_id: str, grace: float | None = None) -> None:
+        """ACPI power button: the guest decides how to power off. Where stop_cuts_power, the
+        backend cuts the power `grace` seconds later if the guest is still on."""
 
     def wait_powered_off(self, machine_id: str, timeout: float) -> bool:
         """Block until the guest is off or timeout seconds pass; True when it is off.

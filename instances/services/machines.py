@@ -17,7 +17,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from instances.backends import backend_named
-from instances.backends.base import BackendError, Power
+from instances.backends.base import Backend, BackendError, Power
 from instances.choices import (
     AUTO_RESTART_STRATEGIES,
     CarrierState,
@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 
 SHUTDOWN_TIMEOUT = getattr(settings, "ZOPDAY_SHUTDOWN_TIMEOUT", 60)
 ACPI_REPEAT_SECONDS = 5
+CUT_MARGIN = 30  # past a grace period: the power cut and the machine's tidying up
 
 
 def settle(
@@ -189,6 +190,9 @@ def machine_shutdown(instance_id: int, claimed_at: str | None = None) -> None:
     if instance is None:
         return
     backend = backend_named(instance.backend)
+    if backend.stop_cuts_power:
+        _shutdown_with_grace(instance, backend)
+        return
     message = ""
     try:
         deadline = time.monotonic() + SHUTDOWN_TIMEOUT
@@ -227,6 +231,32 @@ def machine_shutdown(instance_id: int, claimed_at: str | None = None) -> None:
         backend.status(instance.machine_id)
     except BackendError as error:  # the reconciler reads the status again within seconds
         log.warning("tidying up %s after its shutdown failed: %s", instance.machine_id, error)
+
+
+def _shutdown_with_grace(instance: Instance, backend: Backend) -> None:
+    """A stop that cannot be withdrawn (KubeVirt's): the guest gets SHUTDOWN_TIMEOUT seconds,
+    then the backend cuts its power, whatever the run strategy."""
+    started = time.monotonic()
+    try:
+        backend.shutdown(instance.machine_id, grace=SHUTDOWN_TIMEOUT)
+        hold_point("shutdown.pressed")
+        if not backend.wait_powered_off(instance.machine_id, SHUTDOWN_TIMEOUT + CUT_MARGIN):
+            raise BackendError(
+                f"The guest was still on {CUT_MARGIN} s after its grace period of "
+                f"{SHUTDOWN_TIMEOUT} s ended."
+            )
+    except BackendError as error:
+        _fail(instance, PowerState.STOPPING, error, "shutdown")
+        return
+    message = ""
+    if time.monotonic() - started >= SHUTDOWN_TIMEOUT:
+        message = (
+            f"The guest did not power off within {SHUTDOWN_TIMEOUT} s of the ACPI signal; "
+            "its power was cut at the end of the grace period."
+        )
+    settle(
+        instance.pk, PowerState.STOPPING, PowerState.STOPPED, message, last_exit=LastExit.REQUESTED
+    )
 
 
 def _halted(instance_id: int) -> bool:

@@ -73,6 +73,7 @@ class CloudVmBackend:
     exec_channel = ""  # "SSM", "OS Login"
     console_kinds: frozenset[str] = frozenset()  # none: the cloud's IAM-gated channel instead
     keeps_serial_log = False
+    stop_cuts_power = False
 
     @property
     def cloud(self) -> str:
@@ -237,7 +238,7 @@ class CloudVmBackend:
         self._record(target, running)
         return launching
 
-    def shutdown(self, machine_id: str) -> None:
+    def shutdown(self, machine_id: str, grace: float | None = None) -> None:
         """A stop: the cloud shuts the guest OS down cleanly, then powers the VM off."""
         target = self._job_vm(machine_id)
         vm = self._usable(target)

@@ -26,7 +26,7 @@ class ScriptedBackend:
         self.withdrawals = 0
         self.force_stops = 0
 
-    def shutdown(self, machine_id: str) -> None:
+    def shutdown(self, machine_id: str, grace: float | None = None) -> None:
         self.presses += 1
 
     def wait_powered_off(self, machine_id: str, timeout: float) -> bool:

@@ -61,6 +61,7 @@ class KubevirtBackend:
     exec_channel = ""
     console_kinds = frozenset({"serial", "vnc"})  # KubeVirt has no exec channel into a guest
     keeps_serial_log = False
+    stop_cuts_power = True  # KubeVirt's stop ends the run: the grace period, then the power cut
 
     def __init__(
         self,
@@ -146,10 +147,12 @@ class KubevirtBackend:
         self._act(objects, spec.id, "stop", {"gracePeriod": 0})
         raise BackendError(f"The cluster did not run {spec.name} within {START_TIMEOUT:.0f} s.")
 
-    def shutdown(self, machine_id: str) -> None:
-        """KubeVirt's stop: the guest gets ACPI, and the VMI's grace period to power off."""
+    def shutdown(self, machine_id: str, grace: float | None = None) -> None:
+        """KubeVirt's stop: the guest gets ACPI, and `grace` seconds (else the VMI's own grace
+        period) to power off before KubeVirt cuts the power."""
         objects, _ = self._at(machine_id)
-        self._act(objects, machine_id, "stop", {})
+        body = {} if grace is None else {"gracePeriod": max(1, math.ceil(grace))}
+        self._act(objects, machine_id, "stop", body)
 
     def wait_powered_off(self, machine_id: str, timeout: float) -> bool:
         objects, _ = self._at(machine_id)

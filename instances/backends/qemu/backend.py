@@ -42,6 +42,7 @@ class QemuBackend(QemuDevices, QemuSnapshots):
     exec_channel = ""  # the console's own serial, VNC and exec consoles
     console_kinds = frozenset({"serial", "vnc", "exec"})
     keeps_serial_log = True
+    stop_cuts_power = False
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
@@ -123,7 +124,7 @@ class QemuBackend(QemuDevices, QemuSnapshots):
                     raise
         return True
 
-    def shutdown(self, machine_id: str) -> None:
+    def shutdown(self, machine_id: str, grace: float | None = None) -> None:
         """Press the ACPI power button and return; the guest decides. A guest off already ignores
         the press, and the next status read records its stop as REQUESTED."""
         run = self._run_folder(machine_id)

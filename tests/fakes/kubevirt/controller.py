@@ -114,8 +114,7 @@ class Controller:
                     vm = self.store.replace(VM, namespace, vm, status=False)
                 requests = []
                 if action in ("stop", "restart") and vmi is not None:
-                    grace = body.get("gracePeriod")
-                    self._delete_vmi(vmi, forced=grace == 0)
+                    self._delete_vmi(vmi, grace=body.get("gracePeriod"))
                 if action in ("start", "restart") and strategy in ("Manual", "RerunOnFailure"):
                     requests.append({"action": "Start"})
                 if action == "stop" and strategy in ("Manual", "RerunOnFailure"):
@@ -223,7 +222,7 @@ class Controller:
             "Once": not note["ran"],
         }.get(strategy, False)
         if not wanted and vmi is not None and not deleting:
-            self._delete_vmi(vmi, forced=False)
+            self._delete_vmi(vmi)
         if wanted and vmi is None and not deleting:
             self._create_vmi(vm)
             note["ran"] = True
@@ -271,22 +270,27 @@ class Controller:
         made["status"] = {"phase": "Pending"}
         self.store.replace(VMI, vm["metadata"]["namespace"], made, status=True)
 
-    def _delete_vmi(self, vmi: Body, *, forced: bool) -> None:
-        """A graceful delete powers the guest down and cuts the power after its grace period;
-        a forced one cuts it at once."""
+    def _delete_vmi(self, vmi: Body, *, grace: int | None = None) -> None:
+        """A graceful delete powers the guest down and cuts the power after its grace period
+        (the VMI's own, or `grace` as a stop's gracePeriod sets it); grace 0 cuts it at once.
+        A second delete may shorten the time left, never lengthen it."""
         key = (vmi["metadata"]["namespace"], vmi["metadata"]["name"])
         node = vmi.get("status", {}).get("nodeName")
         running = node is not None and vmi.get("status", {}).get("phase") == "Running"
         if not running:
             self._remove_vmi(vmi)
             return
-        grace = vmi["spec"].get("terminationGracePeriodSeconds", GRACE_SECONDS)
+        if grace is None:
+            grace = vmi["spec"].get("terminationGracePeriodSeconds", GRACE_SECONDS)
         backend = self.node_backend(node)
-        if forced or grace == 0:
+        if grace == 0:
             backend.force_stop(self._machine_id(vmi))
         elif key not in self.stopping:
             backend.shutdown(self._machine_id(vmi))
-        self.stopping[key] = Stopping(time.monotonic() + grace, forced or grace == 0)
+        deadline = time.monotonic() + grace
+        if (earlier := self.stopping.get(key)) is not None:
+            deadline = min(deadline, earlier.deadline)
+        self.stopping[key] = Stopping(deadline, grace == 0)
 
     def _remove_vmi(self, vmi: Body) -> None:
         key = (vmi["metadata"]["namespace"], vmi["metadata"]["name"])
