@@ -1,19 +1,20 @@
-"""Following what KubeVirt does to the console's machines, one watch per cluster.
+"""Following what KubeVirt does to the console's machines, two watches per cluster.
 
 KubeVirt enforces the run strategies: it reruns a crashed VMI under Always, leaves a guest that
-powered itself off stopped under RerunOnFailure. The console learns of it from one watch on the
-cluster's VirtualMachines (the ones it labelled), not by asking after each instance. A change
-it reads is checked against the VM as it is now (a GET: watches lag) before the instance's state
-is written, and the state a power request claimed is left to its task, except to finish it.
+powered itself off stopped under RerunOnFailure. The console learns of it from a watch on the
+cluster's VirtualMachines (the ones it labelled) and one on their VMIs (how each run ended), not
+by asking after each instance. A change it reads is checked against the VM as it is now (a GET:
+watches lag) before the instance's state is written, and the state a power request claimed is
+left to its task, except to finish it.
 """
 
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from django import db
-from django.db.models import F
 from kubernetes import client, watch
 
 from instances.backends.kubevirt.connection import TIMEOUT, api_client
@@ -23,12 +24,14 @@ from instances.choices import POWER_TRANSITIONAL, LastExit, PowerState
 from instances.models import Cluster, Instance
 from instances.services.clusters import cluster_access
 from instances.services.machines import settle
+from instances.services.vmi_exits import ENDED, vmi_ended
 
 log = logging.getLogger(__name__)
 Body = dict[str, Any]
 SELECTOR = ",".join(f"{key}={value}" for key, value in MANAGED_BY.items())
 WATCH_SECONDS = 300  # a watch is renewed from its last version this often
 RETRY_SECONDS = 5  # after the cluster failed to answer
+ENDED_REMEMBERED = 10_000
 FAILED_STATUSES = frozenset({
     "CrashLoopBackOff", "ErrorUnschedulable", "ErrImagePull", "ImagePullBackOff",
     "ErrorPvcNotFound", "DataVolumeError", "Unknown",
@@ -47,25 +50,15 @@ def power_state_of(printable: str) -> str | None:
     return None
 
 
-class ClusterWatch:
-    """One cluster's VirtualMachines, followed from a list through a watch that resumes at its
-    last version (a bookmark keeps it recent) and lists again when the version is too old."""
+class Follower:
+    """One kind of a cluster's labelled objects, followed from a list through a watch that
+    resumes at its last version (a bookmark keeps it recent) and lists again when the version
+    is too old."""
 
-    def __init__(self, cluster: Cluster, api: client.ApiClient) -> None:
-        self.cluster = cluster
-        self.custom = client.CustomObjectsApi(api)
+    def __init__(self, owner: "ClusterWatch", plural: str, seen: Callable[[Body, bool], None]):
+        self.owner, self.plural, self.seen = owner, plural, seen
         self.version = ""
-        self.stopping = threading.Event()
         self.watcher: watch.Watch | None = None
-        self.thread: threading.Thread | None = None
-
-    def stop(self, timeout: float = 10) -> None:
-        """Ends the watch at its next event or bookmark, and waits for that."""
-        self.stopping.set()
-        if self.watcher is not None:
-            self.watcher.stop()
-        if self.thread is not None:
-            self.thread.join(timeout)
 
     def run(self) -> None:
         try:
@@ -74,7 +67,8 @@ class ClusterWatch:
             db.connection.close()  # the thread's own connection
 
     def _run(self) -> None:
-        while not self.stopping.is_set():
+        cluster, stopping = self.owner.cluster, self.owner.stopping
+        while not stopping.is_set():
             try:
                 if not self.version:
                     self.resync()
@@ -83,51 +77,127 @@ class ClusterWatch:
                 if error.status == 410:  # the version is older than the cluster keeps
                     self.version = ""
                     continue
-                log.warning("watching cluster %s: %s %s", self.cluster, error.status, error.reason)
-                self.stopping.wait(RETRY_SECONDS)
+                log.warning("watching %s of %s: %s %s", self.plural, cluster, error.status,
+                            error.reason)  # fmt: skip
+                stopping.wait(RETRY_SECONDS)
             except Exception as error:  # the connection dropped: list again, then watch on
-                log.warning("watching cluster %s: %s", self.cluster, error)
+                if stopping.is_set():
+                    return
+                log.warning("watching %s of %s: %s", self.plural, cluster, error)
                 self.version = ""
-                self.stopping.wait(RETRY_SECONDS)
+                stopping.wait(RETRY_SECONDS)
 
     def resync(self) -> None:
-        """Every VM as it is now: what changed while no watch ran is caught up."""
-        listed = self.custom.list_cluster_custom_object(
-            *KUBEVIRT, "virtualmachines", label_selector=SELECTOR, _request_timeout=TIMEOUT
+        """Every object as it is now: what changed while no watch ran is caught up."""
+        listed = self.owner.custom.list_cluster_custom_object(
+            *KUBEVIRT, self.plural, label_selector=SELECTOR, _request_timeout=TIMEOUT
         )
         assert isinstance(listed, dict)
-        for vm in listed.get("items", []):
-            self.observe(vm, confirmed=True)
+        for body in listed.get("items", []):
+            self.seen(body, True)
         self.version = listed["metadata"]["resourceVersion"]
 
     def follow(self) -> None:
         self.watcher = watch.Watch()
         for event in self.watcher.stream(
-            self.custom.list_cluster_custom_object, *KUBEVIRT, "virtualmachines",
+            self.owner.custom.list_cluster_custom_object, *KUBEVIRT, self.plural,
             label_selector=SELECTOR, resource_version=self.version,
             allow_watch_bookmarks=True, timeout_seconds=WATCH_SECONDS,
         ):  # fmt: skip
-            if self.stopping.is_set():
+            if self.owner.stopping.is_set():
                 return
-            vm = event["object"]
-            self.version = vm["metadata"]["resourceVersion"]
+            body = event["object"]
+            self.version = body["metadata"]["resourceVersion"]
             if event["type"] in ("ADDED", "MODIFIED"):
-                self.observe(vm)
+                self.seen(body, False)
 
-    def observe(self, vm: Body, *, confirmed: bool = False) -> None:
+
+class ClusterWatch:
+    """A cluster's VirtualMachines (the instances' states) and their VMIs (how each run ended),
+    each followed by a watch on a thread of its own."""
+
+    def __init__(self, cluster: Cluster, api: client.ApiClient) -> None:
+        self.cluster = cluster
+        self.custom = client.CustomObjectsApi(api)
+        self.stopping = threading.Event()
+        self.followers = [
+            Follower(self, "virtualmachines", self.observe),
+            Follower(self, "virtualmachineinstances", self.observe_vmi),
+        ]
+        self.threads: list[threading.Thread] = []
+        self.ended: dict[str, None] = {}  # the uids of ended VMIs already recorded, oldest first
+        self.ended_lock = threading.Lock()
+
+    def start(self) -> None:
+        for follower in self.followers:
+            thread = threading.Thread(
+                target=follower.run, name=f"watch-{self.cluster}-{follower.plural}", daemon=True
+            )
+            thread.start()
+            self.threads.append(thread)
+
+    def stop(self, timeout: float = 10) -> None:
+        """Ends the watches at their next event or bookmark, and waits for that."""
+        self.stopping.set()
+        for follower in self.followers:
+            if follower.watcher is not None:
+                follower.watcher.stop()
+        for thread in self.threads:
+            thread.join(timeout)
+
+    def observe(self, vm: Body, confirmed: bool = False) -> None:
         """Bring the VM's instance in line with the VM's status, when it differs."""
         instance = self._instance_of(vm)
         if instance is None or _wanted(instance, vm) is None:
             return
         if not confirmed:  # an event may be older than what a task has settled since
-            current = self.custom.get_namespaced_custom_object(
-                *KUBEVIRT, vm["metadata"]["namespace"], "virtualmachines",
-                vm["metadata"]["name"], _request_timeout=TIMEOUT,
-            )  # fmt: skip
-            assert isinstance(current, dict)
+            current = self._get("virtualmachines", vm)
+            if current is None:
+                return
             vm = current
-        if (wanted := _wanted(instance, vm)) is not None:
-            self._settle(instance, wanted, vm.get("status", {}).get("printableStatus", ""))
+        wanted = _wanted(instance, vm)
+        if wanted is None:
+            return
+        if instance.power_state == PowerState.RUNNING and wanted != PowerState.RUNNING:
+            vmi = self._get("virtualmachineinstances", vm)  # how the run ended, if it still shows
+            if vmi is not None and self._ended(instance, vmi):
+                return
+        self._settle(instance, wanted, vm.get("status", {}).get("printableStatus", ""))
+
+    def observe_vmi(self, vmi: Body, confirmed: bool = False) -> None:
+        """A VMI that ended by itself: record how on its instance."""
+        if vmi.get("status", {}).get("phase") in ENDED:
+            instance = self._instance_of(vmi)
+            if instance is not None:
+                self._ended(instance, vmi)
+
+    def _ended(self, instance: Instance, vmi: Body) -> bool:
+        """Record an ended VMI once (both watches may see it); False when it has not ended."""
+        phase = vmi.get("status", {}).get("phase", "")
+        if phase not in ENDED:
+            return False
+        with self.ended_lock:
+            if vmi["metadata"]["uid"] in self.ended:
+                return True
+            self.ended[vmi["metadata"]["uid"]] = None
+            while len(self.ended) > ENDED_REMEMBERED:
+                del self.ended[next(iter(self.ended))]
+            if vmi_ended(instance.pk, phase):
+                log.info("%s: its VMI %s (%s)", instance.machine_id, phase, instance.run_strategy)
+        return True
+
+    def _get(self, plural: str, body: Body) -> Body | None:
+        try:
+            current = self.custom.get_namespaced_custom_object(
+                *KUBEVIRT, body["metadata"]["namespace"], plural, body["metadata"]["name"],
+                _request_timeout=TIMEOUT,
+            )  # fmt: skip
+        except client.ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        assert isinstance(current, dict)
+        return current
 
     def _instance_of(self, vm: Body) -> Instance | None:
         pk = vm["metadata"]["name"].removeprefix("i-")
@@ -151,13 +221,11 @@ class ClusterWatch:
         if was == PowerState.STOPPING:
             extra["last_exit"] = LastExit.REQUESTED
         elif state == PowerState.STOPPED:
-            extra["last_exit"] = LastExit.GUEST_POWEROFF
-            message = "The guest powered itself off."
+            message = "It was stopped outside the console."
         elif state == PowerState.FAILED:
             extra["last_exit"] = LastExit.CRASHED
             message = f"KubeVirt reports {printable}."
         elif state == PowerState.RUNNING and was in (PowerState.STOPPED, PowerState.FAILED):
-            extra["auto_restarts"] = F("auto_restarts") + 1
             message = f"KubeVirt ran it again (run strategy {instance.run_strategy})."
         if settle(instance.pk, was, state, message, **extra):
             log.info("%s: %s → %s (%s)", instance.machine_id, was, state, printable)
@@ -183,6 +251,5 @@ def _moves(current: str, wanted: str) -> bool:
 def watch_cluster(cluster: Cluster, ca_folder: Path) -> ClusterWatch:
     """A watch of the cluster on a thread of its own, started."""
     watcher = ClusterWatch(cluster, api_client(cluster_access(cluster), ca_folder))
-    watcher.thread = threading.Thread(target=watcher.run, name=f"watch-{cluster}", daemon=True)
-    watcher.thread.start()
+    watcher.start()
     return watcher

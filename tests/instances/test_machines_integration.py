@@ -1,4 +1,5 @@
-"""Instances on the real QEMU backend, driven through the services and a real Celery worker.
+"""Instances driven through the services and a real Celery worker, on each platform: this
+console's QEMU hosts and a KubeVirt cluster (the fake, whose VMIs are real QEMU guests).
 
 Every test boots the demo guest under TCG; they share one worker and one private network
 namespace (see the machines_root fixture).
@@ -13,16 +14,17 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from instances.backends import backend_named
+from instances.backends.base import MachineStatus
 from instances.choices import CarrierState, DiskRole, ImageKind, LastExit, PowerState, RunStrategy
 from instances.models import AuditEvent, GuestReport, Instance
 from instances.services import guest_reports, machines, network, power
 from instances.services.instances import DiskRequest, NicRequest, instance_create
 from instances.tasks import guest_reports_all, reconcile_host
 from tests import factories
-from tests.factories import ImageFactory, SubnetFactory
+from tests.factories import ImageFactory
 from tests.instances.agent import agent_facts
 from tests.instances.boot_iso import write_boot_iso
+from tests.instances.platforms import PLATFORMS, Platform, platform_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -34,16 +36,14 @@ def demo_image():
     return factories.demo_image()
 
 
-@pytest.fixture
-def lan(project):
-    return SubnetFactory(
-        project=project, name="lan", cidr_v4="10.88.0.0/24", gateway="10.88.0.1", dns_resolvers=""
-    )
+@pytest.fixture(params=PLATFORMS)
+def platform(request) -> Platform:
+    return platform_for(request)
 
 
 @pytest.fixture
-def backend(celery_worker_process):
-    return backend_named("qemu")
+def lan(platform, project):
+    return platform.lan(project)
 
 
 def wait_for(predicate, what: str, timeout: float = BOOT_TIMEOUT):
@@ -67,8 +67,14 @@ def wait_for_state(instance: Instance, state: str, timeout: float = BOOT_TIMEOUT
     return instance
 
 
-def wait_for_prompt(backend, instance: Instance, count: int = 1) -> None:
-    log = backend.serial_log(instance.machine_id)
+def guest_status(platform: Platform, instance: Instance) -> MachineStatus:
+    node, machine = platform.guest(instance)
+    return node.status(machine)
+
+
+def wait_for_prompt(platform: Platform, instance: Instance, count: int = 1) -> None:
+    node, machine = platform.guest(instance)
+    log = node.serial_log(machine)
     prompt = f"root@{instance.name}:/# ".encode()
     wait_for(
         lambda: log.exists() and log.read_bytes().count(prompt) >= count,
@@ -76,30 +82,26 @@ def wait_for_prompt(backend, instance: Instance, count: int = 1) -> None:
     )
 
 
-def run_in(backend, instance: Instance, script: str) -> str:
-    code, output = backend.guest_exec(instance.machine_id, ["sh", "-c", script], timeout=30)
+def run_in(platform: Platform, instance: Instance, script: str) -> str:
+    """What a command prints in the instance's guest, asked through its QEMU guest agent."""
+    node, machine = platform.guest(instance)
+    code, output = node.guest_exec(machine, ["sh", "-c", script], timeout=30)
     assert code == 0, output
     return output.strip()
 
 
-def make(project, operator, image, subnet, name: str, ip: str, **fields) -> Instance:
-    return factories.demo_instance(
-        actor=operator, image=image, subnet=subnet, name=name, ip=ip, **fields
-    )
-
-
 def test_start_applies_the_seed_and_acpi_shutdown_powers_the_guest_off(
-    backend, project, operator, demo_image, lan, client_for
+    platform, project, operator, demo_image, lan, client_for
 ):
-    vm = make(project, operator, demo_image, lan, "seeded-vm", "10.88.0.10")
+    vm = platform.make(operator, demo_image, lan, "seeded-vm", "10.88.0.10")
     power.instance_start(instance=vm, actor=operator)
     wait_for_state(vm, PowerState.RUNNING)
-    wait_for_prompt(backend, vm)
-    assert run_in(backend, vm, "hostname") == "seeded-vm"
-    assert "10.88.0.10/24" in run_in(backend, vm, "ip -4 addr show eth0")
-    resolv = run_in(backend, vm, "cat /etc/resolv.conf")  # lan names none: the default ones
+    wait_for_prompt(platform, vm)
+    assert run_in(platform, vm, "hostname") == "seeded-vm"
+    assert "10.88.0.10/24" in run_in(platform, vm, "ip -4 addr show eth0")
+    resolv = run_in(platform, vm, "cat /etc/resolv.conf")  # lan names none: the default ones
     assert "nameserver 1.1.1.1" in resolv and "nameserver 9.9.9.9" in resolv
-    facts = agent_facts(backend, vm.machine_id)
+    facts = agent_facts(*platform.guest(vm))
     assert any("10.88.0.10/24" in iface.addresses for iface in facts.interfaces)
     assert vm.nics.get().carrier == CarrierState.UP
     guest_reports_all()  # the periodic ask, through the host's worker
@@ -114,27 +116,29 @@ def test_start_applies_the_seed_and_acpi_shutdown_powers_the_guest_off(
     wait_for_state(vm, PowerState.STOPPED, timeout=60)
     assert vm.last_exit == LastExit.REQUESTED
     assert vm.nics.get().carrier == CarrierState.STOPPED
-    wait_for(lambda: not backend.running_machines(), "QEMU to be ended after the power-off")
+    wait_for(
+        lambda: guest_status(platform, vm).power != "running", "QEMU to end after the power-off"
+    )
 
 
 def test_restart_reboots_the_guest_and_force_shutdown_kills_it(
-    backend, project, operator, demo_image, lan
+    platform, project, operator, demo_image, lan
 ):
-    vm = make(project, operator, demo_image, lan, "restart-vm", "10.88.0.11")
+    vm = platform.make(operator, demo_image, lan, "restart-vm", "10.88.0.11")
     power.instance_start(instance=vm, actor=operator)
     wait_for_state(vm, PowerState.RUNNING)
-    wait_for_prompt(backend, vm)
-    assert run_in(backend, vm, "cat /data/boot-count") == "1"
+    wait_for_prompt(platform, vm)
+    assert run_in(platform, vm, "cat /data/boot-count") == "1"
 
     power.instance_restart(instance=vm, actor=operator)
     wait_for_state(vm, PowerState.RUNNING)
-    wait_for_prompt(backend, vm, count=2)
-    assert run_in(backend, vm, "cat /data/boot-count") == "2"
+    wait_for_prompt(platform, vm, count=platform.runs_in_log(2))
+    assert run_in(platform, vm, "cat /data/boot-count") == "2"
 
-    pid = backend.status(vm.machine_id).pid
+    pid = guest_status(platform, vm).pid
     power.instance_force_stop(instance=vm, actor=operator)
     wait_for_state(vm, PowerState.STOPPED, timeout=30)
-    assert backend.status(vm.machine_id).power != "running"
+    assert guest_status(platform, vm).power != "running"
     assert (
         not os.path.exists(f"/proc/{pid}/cmdline") or not Path(f"/proc/{pid}/cmdline").read_bytes()
     )
@@ -142,13 +146,14 @@ def test_restart_reboots_the_guest_and_force_shutdown_kills_it(
 
 
 def test_a_guest_that_ignores_acpi_keeps_running_unless_halted_cuts_its_power(
-    backend, project, operator, demo_image, lan, monkeypatch
+    platform, project, operator, demo_image, lan, monkeypatch
 ):
-    vm = make(project, operator, demo_image, lan, "deaf-vm", "10.88.0.13")
+    """On KubeVirt a stop cannot be withdrawn: its grace period ends in a power cut."""
+    vm = platform.make(operator, demo_image, lan, "deaf-vm", "10.88.0.13")
     power.instance_start(instance=vm, actor=operator)
     wait_for_state(vm, PowerState.RUNNING)
-    wait_for_prompt(backend, vm)
-    run_in(backend, vm, "killall acpid")  # the power button now does nothing
+    wait_for_prompt(platform, vm)
+    run_in(platform, vm, "killall acpid")  # the power button now does nothing
     monkeypatch.setattr(machines, "SHUTDOWN_TIMEOUT", 3)
     monkeypatch.setattr(machines, "ACPI_REPEAT_SECONDS", 1)
 
@@ -162,12 +167,20 @@ def test_a_guest_that_ignores_acpi_keeps_running_unless_halted_cuts_its_power(
         vm.refresh_from_db()
 
     shut_down()
+    if platform.name == "kubevirt":  # KubeVirt's stop is final: its grace period, then the cut
+        assert (vm.power_state, vm.power_message) == (
+            PowerState.STOPPED,
+            "The guest did not power off within 3 s of the ACPI signal; its power was cut at "
+            "the end of the grace period.",
+        )
+        assert guest_status(platform, vm).power != "running"
+        return
     assert (vm.power_state, vm.power_message) == (
         PowerState.RUNNING,
         "The guest did not power off within 3 s of the ACPI signal. Use Force Shutdown if it "
         "is unresponsive.",
     )
-    assert backend.status(vm.machine_id).power == "running"
+    assert guest_status(platform, vm).power == "running"
     Instance.objects.filter(pk=vm.pk).update(run_strategy=RunStrategy.HALTED)
     shut_down()
     assert (vm.power_state, vm.power_message) == (
@@ -175,28 +188,28 @@ def test_a_guest_that_ignores_acpi_keeps_running_unless_halted_cuts_its_power(
         "The guest did not power off within 3 s of the ACPI signal; the Halted run strategy "
         "cut its power.",
     )
-    assert backend.status(vm.machine_id).power != "running"
+    assert guest_status(platform, vm).power != "running"
 
 
 def test_link_down_changes_the_carrier_the_guest_reports(
-    backend, project, operator, demo_image, lan
+    platform, project, operator, demo_image, lan
 ):
-    vm = make(project, operator, demo_image, lan, "link-vm", "10.88.0.12")
+    vm = platform.make(operator, demo_image, lan, "link-vm", "10.88.0.12")
     power.instance_start(instance=vm, actor=operator)
     wait_for_state(vm, PowerState.RUNNING)
-    wait_for_prompt(backend, vm)
-    assert run_in(backend, vm, "cat /sys/class/net/eth0/carrier") == "1"
+    wait_for_prompt(platform, vm)
+    assert run_in(platform, vm, "cat /sys/class/net/eth0/carrier") == "1"
     eth0 = vm.nics.get()
     network.nic_set_link(nic=eth0, actor=operator, up=False, confirm_primary=True)
     wait_for(
-        lambda: run_in(backend, vm, "cat /sys/class/net/eth0/carrier") == "0", "carrier down", 30
+        lambda: run_in(platform, vm, "cat /sys/class/net/eth0/carrier") == "0", "carrier down", 30
     )
     eth0.refresh_from_db()
     assert eth0.carrier == CarrierState.DOWN
     assert carriers_reported(vm) == {eth0.mac: False}  # the guest's driver says so too
     network.nic_set_link(nic=eth0, actor=operator, up=True)
     wait_for(
-        lambda: run_in(backend, vm, "cat /sys/class/net/eth0/carrier") == "1", "carrier up", 30
+        lambda: run_in(platform, vm, "cat /sys/class/net/eth0/carrier") == "1", "carrier up", 30
     )
     assert carriers_reported(vm) == {eth0.mac: True}
     reconcile_host(vm.host)
@@ -211,20 +224,20 @@ def carriers_reported(vm: Instance) -> dict[str, bool | None]:
     return {interface["mac"]: interface["carrier"] for interface in report.interfaces}
 
 
-def test_two_instances_on_one_subnet_ping_each_other(backend, project, operator, demo_image, lan):
-    a = make(project, operator, demo_image, lan, "ping-a", "10.88.0.21")
-    b = make(project, operator, demo_image, lan, "ping-b", "10.88.0.22")
+def test_two_instances_on_one_subnet_ping_each_other(platform, project, operator, demo_image, lan):
+    a = platform.make(operator, demo_image, lan, "ping-a", "10.88.0.21")
+    b = platform.make(operator, demo_image, lan, "ping-b", "10.88.0.22")
     for vm in (a, b):
         power.instance_start(instance=vm, actor=operator)
     for vm in (a, b):
         wait_for_state(vm, PowerState.RUNNING)
-        wait_for_prompt(backend, vm)
-    assert "0% packet loss" in run_in(backend, a, "ping -c 3 -W 2 10.88.0.22")
-    assert "0% packet loss" in run_in(backend, b, "ping -c 3 -W 2 10.88.0.21")
+        wait_for_prompt(platform, vm)
+    assert "0% packet loss" in run_in(platform, a, "ping -c 3 -W 2 10.88.0.22")
+    assert "0% packet loss" in run_in(platform, b, "ping -c 3 -W 2 10.88.0.21")
 
 
 def test_run_strategies_decide_what_happens_after_a_crash_or_a_guest_poweroff(
-    backend, project, operator, demo_image, lan
+    platform, project, operator, demo_image, lan
 ):
     """kill -9 of QEMU, or a kernel panic in the guest, is restarted under Always and
     RerunOnFailure, not under Once or Manual; a clean power-off from inside the guest is
@@ -240,25 +253,23 @@ def test_run_strategies_decide_what_happens_after_a_crash_or_a_guest_poweroff(
     }
     vms = {}
     for n, (name, (strategy, _, _)) in enumerate(cases.items()):
-        vms[name] = make(
-            project, operator, demo_image, lan, name, f"10.88.0.{40 + n}", run_strategy=strategy
+        vms[name] = platform.make(
+            operator, demo_image, lan, name, f"10.88.0.{40 + n}", run_strategy=strategy
         )
         if strategy == RunStrategy.MANUAL:
             power.instance_start(instance=vms[name], actor=operator)
     for vm in vms.values():
         wait_for_state(vm, PowerState.RUNNING)
-        wait_for_prompt(backend, vm)
+        wait_for_prompt(platform, vm)
     for name, (_, how, _) in cases.items():
         vm = vms[name]
         if how == "kill":
-            os.kill(backend.status(vm.machine_id).pid, signal.SIGKILL)
+            os.kill(guest_status(platform, vm).pid, signal.SIGKILL)
         else:
             command = "poweroff" if how == "poweroff" else "echo c > /proc/sysrq-trigger"
-            backend.guest_exec(
-                vm.machine_id, ["sh", "-c", f"(sleep 0.5; {command}) >/dev/null 2>&1 &"]
-            )
+            run_in(platform, vm, f"(sleep 0.5; {command}) >/dev/null 2>&1 &")
     wait_for(
-        lambda: not any(backend.status(vm.machine_id).power == "running" for vm in vms.values()),
+        lambda: not any(guest_status(platform, vm).power == "running" for vm in vms.values()),
         "every guest to stop",
         30,
     )
@@ -279,11 +290,11 @@ def test_run_strategies_decide_what_happens_after_a_crash_or_a_guest_poweroff(
             assert vm.last_exit == (
                 LastExit.CRASHED if how == "kill" else LastExit.GUEST_POWEROFF
             ), name
-    wait_for_prompt(backend, vms["always-crash"], count=2)
+    wait_for_prompt(platform, vms["always-crash"], count=platform.runs_in_log(2))
 
 
 def test_a_blank_root_disk_boots_the_cdrom_to_install_from(
-    backend, project, operator, lan, tmp_path
+    platform, project, operator, lan, tmp_path
 ):
     iso = ImageFactory(
         kind=ImageKind.ISO, name="installer",
@@ -291,12 +302,14 @@ def test_a_blank_root_disk_boots_the_cdrom_to_install_from(
     )  # fmt: skip
     request = factories.instance_request(
         lan, root_image=None, name="install-vm", nics=[NicRequest(lan, ipv4="10.88.0.30")],
+        **({"cluster": platform.cluster} if platform.cluster else {}),
         disks=[DiskRequest(size_gb=0, role=DiskRole.CDROM, image=iso)],
     )  # fmt: skip
     vm = instance_create(project=project, actor=operator, request=request)
     power.instance_start(instance=vm, actor=operator)
     wait_for_state(vm, PowerState.RUNNING)
-    log = backend.serial_log(vm.machine_id)
+    node, machine = platform.guest(vm)
+    log = node.serial_log(machine)
     wait_for(  # the firmware passed over the empty root disk to the CD's boot code
         lambda: log.exists() and b"ZOPDAY-INSTALLER-BOOTED" in log.read_bytes(),
         "the installer CD to boot",

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from instances.choices import LastExit, PowerState, RunStrategy
-from instances.models import Instance
+from instances.models import AuditEvent, Instance
 from instances.services import power
 from tests import factories
 from tests.factories import SubnetFactory
@@ -82,7 +82,8 @@ def test_a_guest_power_off_under_rerun_on_failure_leaves_it_stopped(
     type_on_serial(kubevirt, instance, "poweroff -f\r")
     instance = wait_for_state(instance, PowerState.STOPPED, timeout=60)
     assert instance.last_exit == LastExit.GUEST_POWEROFF
-    assert instance.power_message == "The guest powered itself off."
+    event = AuditEvent.objects.get(action="instance.stopped", target_id=str(instance.pk))
+    assert event.message == "Guest powered off; run strategy RerunOnFailure."
 
 
 def test_a_size_no_node_of_the_zone_has_is_refused_at_its_field(cluster, cluster_lan, operator):
