@@ -86,6 +86,8 @@ class ClusterWatch:
                 log.warning("watching cluster %s: %s %s", self.cluster, error.status, error.reason)
                 self.stopping.wait(RETRY_SECONDS)
             except Exception as error:  # the connection dropped: list again, then watch on
+                if self.stopping.is_set():
+                    return  # stop() shut the watch's connection itself
                 log.warning("watching cluster %s: %s", self.cluster, error)
                 self.version = ""
                 self.stopping.wait(RETRY_SECONDS)
