@@ -17,104 +17,37 @@ one warm-up run first (not counted), then the two take turns, run by run.
 
 import argparse
 import json
-import os
 import shutil
 import socket
-import sqlite3
 import statistics
 import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-WORK = Path(tempfile.mkdtemp(prefix="zb", dir="/tmp"))
-os.environ.update(
-    ZOPDAY_RUN_DIR=str(WORK / "run"),
-    ZOPDAY_MACHINES_DIR=str(WORK / "m"),
-    ZOPDAY_IMAGES_DIR=str(ROOT / "var" / "images"),
-    ZOPDAY_NETWORK_MODE="user",
-    REDIS_URL=f"redis+socket://{WORK / 'redis.sock'}",
-    DJANGO_SETTINGS_MODULE="zopday.settings",
-    ZOPDAY_LOG_LEVEL="WARNING",
-    ZOPDAY_DEBUG="false",  # as deployed: Django's debug mode logs every SQL query it runs
-)
-for name in ("DATABASE_URL",):
-    os.environ.pop(name, None)
+from stack import ROOT, WORK, as_the_view, start_services, state_reader, stop_processes, wait
 
-import django  # noqa: E402
+# isort: split
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
 
-django.setup()
-
-from django.conf import settings  # noqa: E402
-from django.contrib.auth import get_user_model  # noqa: E402
-from django.core.management import call_command  # noqa: E402
-
-from instances.access import instance_for_user  # noqa: E402
-from instances.backends import backend_named  # noqa: E402
-from instances.backends.qemu.cmdline import LaunchOptions, build_argv  # noqa: E402
-from instances.backends.qemu.run_folder import RunFolder  # noqa: E402
-from instances.choices import ImageKind, PowerState, Role  # noqa: E402
-from instances.memory import freeze_startup_objects  # noqa: E402
-from instances.models import Image, Instance  # noqa: E402
-from instances.services import power  # noqa: E402
-from instances.services.instances import InstanceRequest, NicRequest, instance_create  # noqa: E402
-from instances.services.network import subnet_create  # noqa: E402
-from instances.services.projects import membership_set, project_create  # noqa: E402
-from instances.specs import machine_spec  # noqa: E402
+from instances.backends import backend_named
+from instances.backends.qemu.cmdline import LaunchOptions, build_argv
+from instances.backends.qemu.run_folder import RunFolder
+from instances.choices import ImageKind, PowerState, Role
+from instances.memory import freeze_startup_objects
+from instances.models import Image, Instance
+from instances.services import power
+from instances.services.instances import InstanceRequest, NicRequest, instance_create
+from instances.services.network import subnet_create
+from instances.services.projects import membership_set, project_create
+from instances.specs import machine_spec
 
 PROMPT = b"root@bench-vm:/# "
 SETTLE = 1.0  # after the prompt, let the guest's init start acpid before pressing power
 
 
-def wait(predicate, what: str, timeout: float = 120.0, step: float = 0.01):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        if time.monotonic() > deadline:
-            raise SystemExit(f"timed out waiting for {what}")
-        time.sleep(step)
-    return value
-
-
 def prompts(log: Path) -> int:
     return log.read_bytes().count(PROMPT) if log.exists() else 0
-
-
-def start_services() -> list[subprocess.Popen]:
-    """A private Redis and the host's worker, started as `bin/zop run` starts its hostworker."""
-    redis = subprocess.Popen(
-        ["redis-server", "--port", "0", "--unixsocket", str(WORK / "redis.sock"), "--save", "",
-         "--appendonly", "no"], stdout=subprocess.DEVNULL,
-    )  # fmt: skip
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "zopday", "worker", "-n", "host@%h", "--loglevel",
-         "INFO", "--pool", "threads", "--concurrency", "8", "-Q", f"host.{socket.gethostname()}"],
-        cwd=ROOT, stdout=(WORK / "worker.log").open("w"), stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    from zopday.celery import app
-
-    wait(lambda: app.control.ping(timeout=0.5), "the worker", 60, 0.2)
-    return [worker, redis]
-
-
-def state_reader(instance_id: int):  # type: ignore[no-untyped-def]
-    """Reads the instance's state as the database holds it, with sqlite3 itself: the ORM's own
-    cost per read (most of a millisecond here) would add to the console's time and take CPU from
-    the worker and QEMU, polled every 0.5 ms."""
-    db = sqlite3.connect(settings.DATABASES["default"]["NAME"], isolation_level=None)
-    query = "SELECT power_state FROM instances_instance WHERE id = ?"
-    return lambda: db.execute(query, (instance_id,)).fetchone()[0]
-
-
-def as_the_view(instance: Instance, user) -> tuple[Instance, object]:  # type: ignore[no-untyped-def]
-    """What a power button's view has done when it calls the service: a request's own user
-    object, and the instance read with the user's role (which the service then checks)."""
-    request_user = get_user_model().objects.get(pk=user.pk)
-    instance, _ = instance_for_user(request_user, instance.project.slug, instance.pk)
-    _ = instance.project  # loaded by the page's access check
-    return instance, request_user
 
 
 def product_run(instance: Instance, user) -> tuple[float, float]:  # type: ignore[no-untyped-def]
@@ -173,7 +106,7 @@ def main() -> None:
         subprocess.run(["bash", str(ROOT / "scripts/build_demo_image.sh")], check=True)
     call_command("migrate", verbosity=0)
     freeze_startup_objects()  # this process makes the console's requests: as zopday/wsgi.py does
-    processes = start_services()
+    processes = start_services(f"host.{socket.gethostname()}")
     try:
         user = get_user_model().objects.create_user("bench")
         project = project_create(slug="bench", name="Bench", actor=user)
@@ -215,9 +148,7 @@ def main() -> None:
         backend = backend_named("qemu")
         for machine_id in backend.running_machines():
             backend.force_stop(machine_id)
-        for process in processes:
-            process.terminate()
-            process.wait(timeout=30)
+        stop_processes(processes)
 
     rows = {
         "start_to_prompt": ([p[0] for p in product], [b[0] for b in baseline]),

@@ -82,7 +82,7 @@ class Follower:
                 stopping.wait(RETRY_SECONDS)
             except Exception as error:  # the connection dropped: list again, then watch on
                 if stopping.is_set():
-                    return
+                    return  # stop() shut the watch's connection itself
                 log.warning("watching %s of %s: %s", self.plural, cluster, error)
                 self.version = ""
                 stopping.wait(RETRY_SECONDS)

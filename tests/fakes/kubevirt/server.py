@@ -294,6 +294,7 @@ class FakeApiServer:
 class _Handler(BaseHTTPRequestHandler):
     api: FakeApiServer
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # else each answer waits out the client's delayed ACK
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -466,6 +467,7 @@ class _Handler(BaseHTTPRequestHandler):
             first = [{"type": "ADDED", "object": item} for item in items]
         else:
             since, first = int(given), []
+            store.events_since(since)  # too old: a 410 Status before the stream starts
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
@@ -475,17 +477,11 @@ class _Handler(BaseHTTPRequestHandler):
                 self.chunk(event)
             next_bookmark = time.monotonic() + self.api.bookmark_seconds
             while not self.api.closing.is_set() and time.monotonic() < deadline:
-                with store.changed:
-                    try:
-                        events = self.api.events_for(route, query, since)
-                    except ApiError as error:
-                        self.chunk({"type": "ERROR", "object": error.status()})
-                        break
-                    if not events:
-                        wait = min(deadline, next_bookmark) - time.monotonic()
-                        store.changed.wait(max(0.0, wait))
-                        events = self.api.events_for(route, query, since)
-                    version = store.version
+                try:
+                    events, version = self.next_events(route, query, since, deadline, next_bookmark)
+                except ApiError as error:  # the version got too old while it waited
+                    self.chunk({"type": "ERROR", "object": error.status()})
+                    break
                 for event in events:
                     self.chunk({"type": event.type, "object": event.object})
                     since = event.version
@@ -500,6 +496,19 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass
         self.close_connection = True
+
+    def next_events(
+        self, route: Route, query: dict[str, str], since: int, deadline: float, bookmark: float
+    ) -> tuple[list[Event], int]:
+        """The events after `since`, waiting for some until the deadline or the next bookmark;
+        and the store's version then. ApiError 410 once `since` is no longer kept."""
+        store = self.api.store
+        with store.changed:
+            events = self.api.events_for(route, query, since)
+            if not events:
+                store.changed.wait(max(0.0, min(deadline, bookmark) - time.monotonic()))
+                events = self.api.events_for(route, query, since)
+            return events, store.version
 
     def chunk(self, event: Body) -> None:
         data = json.dumps(event).encode() + b"\n"
