@@ -1,6 +1,6 @@
 """Signed, expiring links through which a cluster's importer (CDI) fetches an image's file from
 this console: the cluster cannot read the console's disk, and each link opens one file of one
-image for ZOPDAY_IMAGE_LINK_SECONDS, to whoever holds it."""
+image for LINK_SECONDS, to whoever holds it."""
 
 from pathlib import Path
 from urllib.parse import urlencode
@@ -14,6 +14,7 @@ from instances.choices import ImageKind
 from instances.models import Image
 
 SALT = "zopday.image-import"
+LINK_SECONDS = 24 * 3600  # CDI retries a failed import with the same link for a while
 LINKED_KINDS = (ImageKind.QCOW2, ImageKind.ISO)  # images that are one file a disk imports
 
 
@@ -33,9 +34,7 @@ def image_link(image: Image) -> str:
 def link_opens(link: str, pk: int, file_name: str) -> bool:
     """Whether `link` was signed here for this image's file and has not expired."""
     try:
-        signed = signing.TimestampSigner(salt=SALT).unsign_object(
-            link, max_age=settings.ZOPDAY_IMAGE_LINK_SECONDS
-        )
+        signed = signing.TimestampSigner(salt=SALT).unsign_object(link, max_age=LINK_SECONDS)
     except signing.BadSignature:  # SignatureExpired is one
         return False
     return isinstance(signed, dict) and signed == {"image": pk, "file": file_name}

@@ -273,8 +273,6 @@ ZOPDAY_EIP_POOL = env("ZOPDAY_EIP_POOL", "198.51.100.0/24")
 # Where a cluster reaches this console (http(s)://host:port): its importer (CDI) fetches the
 # images of KubeVirt instances' disks from signed links under this address.
 ZOPDAY_PUBLIC_URL = env("ZOPDAY_PUBLIC_URL", "").rstrip("/")
-# How long such a link opens its image (CDI retries a failed import with the same link).
-ZOPDAY_IMAGE_LINK_SECONDS = envint("ZOPDAY_IMAGE_LINK_SECONDS", 24 * 3600)
 
 # Console proxy: where browsers reach it.
 CONSOLEPROXY_HOST = env("CONSOLEPROXY_HOST", "127.0.0.1")

@@ -40,7 +40,9 @@ def _read(path: Path, first: int, length: int) -> Iterator[bytes]:
 
 
 @require_http_methods(["GET", "HEAD"])
-def image_import(request: HttpRequest, pk: int, file_name: str) -> HttpResponse:
+def image_import(
+    request: HttpRequest, pk: int, file_name: str
+) -> HttpResponse | StreamingHttpResponse:
     if not link_opens(request.GET.get("link", ""), pk, file_name):
         return HttpResponse(
             "This image link is not valid or has expired.\n", status=403, content_type="text/plain"
@@ -53,9 +55,9 @@ def image_import(request: HttpRequest, pk: int, file_name: str) -> HttpResponse:
     wanted = _byte_range(request.headers.get("Range", ""), size)
     first, last, status = 0, size - 1, 200
     if wanted == (size, size):
-        response = HttpResponse(status=416)
-        response["Content-Range"] = f"bytes */{size}"
-        return response
+        unsatisfiable = HttpResponse(status=416)
+        unsatisfiable["Content-Range"] = f"bytes */{size}"
+        return unsatisfiable
     if wanted is not None:
         (first, last), status = wanted, 206
     length = last - first + 1

@@ -7,6 +7,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from instances import image_links
 from instances.backends.base import BackendError, DiskSpec
 from instances.choices import ImageKind
 from instances.image_links import disk_image_url, image_link
@@ -65,9 +66,9 @@ def test_a_forged_or_altered_link_is_refused(client, image):
     assert client.get(moved).status_code == 403  # a link opens its own image only
 
 
-def test_an_expired_link_is_refused(client, image, settings):
+def test_an_expired_link_is_refused(client, image, monkeypatch):
     url = local(image_link(image))
-    settings.ZOPDAY_IMAGE_LINK_SECONDS = 1
+    monkeypatch.setattr(image_links, "LINK_SECONDS", 1)
     time.sleep(2.1)
     response = client.get(url)
     assert response.status_code == 403

@@ -25,6 +25,7 @@ from instances.backends.base import (
     Power,
     RemoteConsole,
 )
+from instances.backends.kubevirt import imports
 from instances.backends.kubevirt.connection import (
     TIMEOUT,
     ClusterAccess,
@@ -33,7 +34,6 @@ from instances.backends.kubevirt.connection import (
     refusal,
     subresource,
 )
-from instances.backends.kubevirt import imports
 from instances.backends.kubevirt.manifests import MACHINE_LABEL, Placement
 from instances.backends.kubevirt.objects import KUBEVIRT, NamespaceObjects
 

@@ -28,7 +28,7 @@ def volume_names(spec: MachineSpec) -> set[str]:
 def import_problem(volume: Body) -> str:
     """What stops the DataVolume's import, as CDI reports it; "" while it goes on or is done."""
     status = volume.get("status", {})
-    running = next(
+    running: Body = next(
         (c for c in status.get("conditions", []) if c.get("type") == "Running"), {}
     )
     failed = status.get("phase") == "Failed" or (

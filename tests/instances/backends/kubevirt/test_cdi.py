@@ -2,6 +2,8 @@
 image through the console's signed link (from the live server) and the guest boots from the
 imported disk; an import that fails is the instance's message, and the VM is left Halted."""
 
+import time
+
 import pytest
 
 from instances.choices import ImageKind, PowerState
@@ -10,7 +12,12 @@ from instances.services import power
 from instances.services.instances import DiskRequest
 from tests import factories
 from tests.fakes.kubevirt.boot_disk import LABEL, build_boot_disk
-from tests.fakes.kubevirt.fixtures import type_on_serial, wait_for_prompt, wait_for_state
+from tests.fakes.kubevirt.fixtures import (
+    guest_of,
+    type_on_serial,
+    wait_for_prompt,
+    wait_for_state,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -70,9 +77,8 @@ def test_an_instance_boots_from_its_root_disk_imported_from_its_image(
     assert len(templates) == 2
     for template in templates:
         assert template["metadata"]["labels"]["zopday.io/machine"] == instance.machine_id
-        assert f"/images/{boot_image.pk}/import/demo-boot.qcow2?link=" in (
-            template["spec"]["source"]["http"]["url"]
-        )
+        url = template["spec"]["source"]["http"]["url"]
+        assert f"/images/{boot_image.pk}/import/demo-boot.qcow2?link=" in url
     volumes = objects_of(kube_api, "DataVolume", instance)
     assert sorted(volume["metadata"]["name"] for volume in volumes) == sorted(
         template["metadata"]["name"] for template in templates
@@ -94,10 +100,6 @@ def test_an_instance_boots_from_its_root_disk_imported_from_its_image(
 
 
 def wait_for_serial(kubevirt, instance: Instance, text: bytes) -> None:
-    import time
-
-    from tests.fakes.kubevirt.fixtures import guest_of
-
     node, machine = guest_of(kubevirt, instance)
     deadline = time.monotonic() + 60
     while text not in node.serial_log(machine).read_bytes():
