@@ -4,6 +4,7 @@ from instances.views import (
     catalog,
     consoles,
     details,
+    image_import,
     instances,
     networking,
     power,
@@ -55,6 +56,7 @@ urlpatterns = [
     path(P + "subnets/<int:pk>/delete/", catalog.subnet_delete, name="subnet-delete"),
     path(P + "ssh-keys/", catalog.ssh_key_list, name="ssh-key-list"),
     path(P + "ssh-keys/<int:pk>/delete/", catalog.ssh_key_delete, name="ssh-key-delete"),
+    path("images/<int:pk>/import/<str:file_name>", image_import.image_import, name="image-import"),
     path(P + "images/", catalog.image_list, name="image-list"),
     path(P + "images/<int:pk>/delete/", catalog.image_delete, name="image-delete"),
 ]

@@ -104,10 +104,12 @@ def machines_root():
 
 
 @pytest.fixture(scope="session")
-def celery_worker_process(django_db_setup, machines_root, tmp_path_factory):
-    """A real Celery worker on the real Redis, reading the test database."""
+def celery_worker_process(django_db_setup, machines_root, tmp_path_factory, live_server):
+    """A real Celery worker on the real Redis, reading the test database; clusters import
+    images from the live server (ZOPDAY_PUBLIC_URL)."""
     from tests.services import start_celery_worker, stop
 
+    os.environ["ZOPDAY_PUBLIC_URL"] = live_server.url
     process = start_celery_worker(tmp_path_factory.mktemp("worker") / "worker.log")
     yield process
     stop(process)

@@ -270,6 +270,9 @@ ZOPDAY_PROJECT_IMAGE_QUOTA_GB = envint("ZOPDAY_PROJECT_IMAGE_QUOTA_GB", 50)
 # Machine run folders hold unix sockets, whose paths must stay under 108 bytes: keep this short.
 ZOPDAY_MACHINES_DIR = Path(env("ZOPDAY_MACHINES_DIR", str(RUN_DIR / "machines"))).resolve()
 ZOPDAY_EIP_POOL = env("ZOPDAY_EIP_POOL", "198.51.100.0/24")
+# Where a cluster reaches this console (http(s)://host:port): its importer (CDI) fetches the
+# images of KubeVirt instances' disks from signed links under this address.
+ZOPDAY_PUBLIC_URL = env("ZOPDAY_PUBLIC_URL", "").rstrip("/")
 
 # Console proxy: where browsers reach it.
 CONSOLEPROXY_HOST = env("CONSOLEPROXY_HOST", "127.0.0.1")

@@ -14,6 +14,7 @@ from instances.backends.kubevirt.connection import (
     refusal,
 )
 from instances.backends.kubevirt.manifests import Placement
+from instances.image_links import disk_image_url
 from instances.models import Cluster, Instance
 
 
@@ -48,7 +49,9 @@ def all_clusters() -> Sequence[ClusterAccess]:
 
 
 def kubevirt_backend() -> KubevirtBackend:
-    return KubevirtBackend(locate, all_clusters, settings.RUN_DIR / "clusters")
+    return KubevirtBackend(
+        locate, all_clusters, settings.RUN_DIR / "clusters", image_url=disk_image_url
+    )
 
 
 def cluster_check(cluster: Cluster) -> str:

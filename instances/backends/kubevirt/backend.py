@@ -25,6 +25,7 @@ from instances.backends.base import (
     Power,
     RemoteConsole,
 )
+from instances.backends.kubevirt import imports
 from instances.backends.kubevirt.connection import (
     TIMEOUT,
     ClusterAccess,
@@ -132,9 +133,14 @@ class KubevirtBackend:
             return False
         ended = vmi["metadata"]["uid"] if vmi else ""  # a run that finished: not this one
         objects.define(spec, where.placement, self.image_url)
+        imports.forget_failed(objects, spec.id)  # import again, from the links just written
         if where.placement.run_strategy != "Always":  # Always runs it once written so
             self._act(objects, spec.id, "start", {})
         deadline = time.monotonic() + START_TIMEOUT
+        if problem := imports.await_imports(objects, spec, deadline):
+            halted = replace(where.placement, run_strategy="Halted")  # no start left pending
+            objects.define(spec, halted, self.image_url)
+            raise BackendError(problem)
         while time.monotonic() < deadline:
             for vmi in self._watch(objects, spec.id, deadline - time.monotonic()):
                 if "deleted" in vmi or vmi["metadata"]["uid"] == ended:

@@ -16,7 +16,7 @@ API_VERSION = "kubevirt.io/v1"
 CDI_VERSION = "cdi.kubevirt.io/v1beta1"
 MULTUS_VERSION = "k8s.cni.cncf.io/v1"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "zopday"}
-MACHINE_LABEL = "zopday.io/machine"  # on a VM and its VMI: the console's machine id
+MACHINE_LABEL = "zopday.io/machine"  # on a VM, its VMI and DataVolumes: the machine id
 POD_NETWORK = "default"  # user-mode networking on QEMU: the pod network, masqueraded
 
 
@@ -79,7 +79,7 @@ def _volumes(
         name = data_volume_name(spec.id, disk)
         size = f"{max(disk.size_gb, 1)}Gi"
         templates.append({
-            "metadata": {"name": name, "labels": dict(MANAGED_BY)},
+            "metadata": {"name": name, "labels": {**MANAGED_BY, MACHINE_LABEL: spec.id}},
             "spec": {
                 "source": _disk_source(disk, image_url),
                 "storage": {"resources": {"requests": {"storage": size}}},

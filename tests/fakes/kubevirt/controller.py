@@ -5,8 +5,9 @@ a node of its zone with room for it and runs as a real QEMU guest through the pr
 backend, one backend folder per node; the VMI's phase and the VM's printableStatus follow what
 the guest does (a power-off inside it Succeeds the VMI, a crash Fails it).
 
-Where it stops: DataVolumes are blank disks, ready at once (no import); one reconcile thread
-for every object; no live migration yet."""
+DataVolumes are populated by the fake's CDI (cdi.py); a VMI is made only once its VM's
+DataVolumes have Succeeded (the VM is Provisioning meanwhile, DataVolumeError when an import
+fails). Where it stops: one reconcile thread for every object; no live migration yet."""
 
 import base64
 import contextlib
@@ -28,6 +29,7 @@ from instances.backends.base import (
     Power,
 )
 from instances.backends.qemu import QemuBackend
+from tests.fakes.kubevirt.cdi import Cdi
 from tests.fakes.kubevirt.store import BY_KIND, ApiError, Body
 
 VM, VMI = BY_KIND["VirtualMachine"], BY_KIND["VirtualMachineInstance"]
@@ -69,6 +71,7 @@ class Controller:
         self.registry = registry  # OCI reference → the folder its image holds (a kernel image)
         self.nodes: dict[str, QemuBackend] = {}
         self.root = root
+        self.cdi = Cdi(self.store, root)
         self.stopping: dict[tuple[str, str], Stopping] = {}
         # what virt-controller remembers of a VM: stopped by request or by its guest ("off"),
         # and whether a Once VM has run
@@ -93,6 +96,7 @@ class Controller:
     def stop(self) -> None:
         self.closing.set()
         self.thread.join(10)
+        self.cdi.stop()
         for backend in self.nodes.values():
             for machine_id in backend.running_machines():
                 backend.force_stop(machine_id)
@@ -180,6 +184,7 @@ class Controller:
                 raise TimeoutError("the fake's controller stopped reconciling")
 
     def reconcile(self) -> None:
+        self.cdi.reconcile()
         vms, _ = self.store.list(VM, None, lambda body: True)
         for vm in vms:
             self._reconcile_vm(vm)
@@ -223,10 +228,14 @@ class Controller:
         }.get(strategy, False)
         if not wanted and vmi is not None and not deleting:
             self._delete_vmi(vmi)
-        if wanted and vmi is None and not deleting:
+        volumes = _volume_names(vm["spec"]["template"]["spec"])
+        if wanted and vmi is None and not deleting and self.cdi.ready(namespace, volumes):
             self._create_vmi(vm)
             note["ran"] = True
         status.update(self._vm_status(vm, self.store.find(VMI, namespace, name)))
+        if wanted and not status["created"]:  # waiting for its disks' imports
+            failing = self.cdi.failing(namespace, volumes)
+            status["printableStatus"] = "DataVolumeError" if failing else "Provisioning"
         if status != vm.get("status"):
             vm["status"] = status
             self.store.replace(VM, namespace, vm, status=True)
@@ -249,7 +258,7 @@ class Controller:
         return {"printableStatus": printable, "ready": phase == "Running", "created": True}
 
     def _data_volumes(self, vm: Body) -> None:
-        """Each DataVolume template as a DataVolume the VM owns; blank ones succeed at once."""
+        """Each DataVolume template as a DataVolume the VM owns, for CDI to populate."""
         namespace = vm["metadata"]["namespace"]
         for template in vm["spec"].get("dataVolumeTemplates", []):
             name = template["metadata"]["name"]
@@ -257,9 +266,7 @@ class Controller:
                 continue
             body = copy.deepcopy(template)
             body["metadata"]["ownerReferences"] = [_owner(vm)]
-            made = self.store.create(DATA_VOLUME, namespace, body)
-            made["status"] = {"phase": "Succeeded", "progress": "100.0%"}
-            self.store.replace(DATA_VOLUME, namespace, made, status=True)
+            self.store.create(DATA_VOLUME, namespace, body)
 
     def _create_vmi(self, vm: Body) -> None:
         template = copy.deepcopy(vm["spec"]["template"])
@@ -309,6 +316,8 @@ class Controller:
         status = vmi.setdefault("status", {})
         phase = status.get("phase", "Pending")
         if phase in ("Pending", "Scheduling"):
+            if not self.cdi.ready(key[0], _volume_names(vmi["spec"])):
+                return  # KubeVirt starts no VMI before its DataVolumes are imported
             node = self._schedule(vmi)
             if node is None:
                 status["phase"] = "Scheduling"
@@ -404,8 +413,9 @@ class Controller:
             if "cloudInitNoCloud" in volume:
                 seed = self._seed(vmi, volume["cloudInitNoCloud"])
                 continue
-            size = 1
+            size, source, cdrom = 1, None, "cdrom" in device
             if "dataVolume" in volume:
+                source = self.cdi.disk_file(namespace, volume["dataVolume"]["name"], cdrom=cdrom)
                 data_volume = self.store.find(DATA_VOLUME, namespace, volume["dataVolume"]["name"])
                 request = (data_volume or {}).get("spec", {}).get("storage", {})
                 size = max(
@@ -415,12 +425,11 @@ class Controller:
                     )
                     // 1024,
                 )
-            cdrom = "cdrom" in device
             disks.append(DiskSpec(
                 name=device["name"], role="cdrom" if cdrom else ("root" if index == 0 else "secondary"),
                 bus="sata" if cdrom else device.get("disk", {}).get("bus", "virtio"),
                 size_gb=0 if cdrom else size, boot_order=device.get("bootOrder"),
-                serial=device.get("serial", ""),
+                serial=device.get("serial", ""), source=source,
             ))  # fmt: skip
         networks = {network["name"]: network for network in spec.get("networks", [])}
         nics = []
@@ -470,6 +479,11 @@ def _owner(vm: Body) -> Body:
         "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "name": vm["metadata"]["name"],
         "uid": vm["metadata"]["uid"], "controller": True,
     }  # fmt: skip
+
+
+def _volume_names(template_spec: Body) -> list[str]:
+    """The DataVolumes a VMI (spec) mounts."""
+    return [v["dataVolume"]["name"] for v in template_spec.get("volumes", []) if "dataVolume" in v]
 
 
 def _unschedulable(vmi: Body) -> bool:

@@ -101,6 +101,8 @@ def test_every_instance_field_lands_in_the_virtual_machine():
     }
     assert sources["i-8-disk-1"]["storage"]["resources"]["requests"]["storage"] == "10Gi"
     assert sources["i-8-disk-2"]["source"] == {"blank": {}}
+    for data_volume in vm["spec"]["dataVolumeTemplates"]:  # found by the machine, as its VM is
+        assert data_volume["metadata"]["labels"][manifests.MACHINE_LABEL] == "i-8"
     assert domain["devices"]["interfaces"] == [
         {"name": "eth0", "macAddress": "02:00:00:00:00:08", "model": "virtio", "bridge": {}},
         {"name": "eth1", "macAddress": "02:00:00:00:00:09", "model": "e1000", "bridge": {},
