@@ -13,6 +13,7 @@ from instances.backends.base import BackendError
 from instances.backends.kubevirt.guest import NOT_CONNECTED, read_subresource
 from instances.backends.kubevirt.objects import NamespaceObjects
 from instances.choices import PowerState
+from instances.models import GuestReport
 from instances.services import guest_reports, power
 from tests.fakes.kubevirt import schemas
 from tests.fakes.kubevirt.fixtures import (
@@ -90,7 +91,8 @@ def test_the_agent_of_a_guest_on_a_cluster_reports_through_kubevirt_to_the_overv
     users = read_subresource(objects, instance.machine_id, "userlist")
     assert answer_problems("v1.VirtualMachineInstanceGuestOSUserList", users) == []
 
-    report = guest_reports.guest_report(instance)
+    guest_reports.guest_reports_clusters()  # the poll of the clusters' running instances
+    report = GuestReport.objects.get(instance=instance)
     assert report.error == "" and report.hostname == "web"
     assert report.os == info["os"]["prettyName"]
     assert report.interfaces[0]["addresses"][0] == "10.91.0.10/24"
