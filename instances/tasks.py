@@ -206,6 +206,12 @@ def guest_reports_all() -> None:
     expires = settings.ZOPDAY_GUEST_REPORT_SECONDS
     for host in _hosts():
         guest_reports_host.apply_async(args=[host], queue=f"host.{host}", expires=expires)
+    guest_reports_clusters.apply_async(queue=settings.ZOPDAY_CLOUD_QUEUE, expires=expires)
+
+
+@shared_task(name="instances.guest_reports_clusters")
+def guest_reports_clusters() -> None:
+    guest_reports.guest_reports_clusters()
 
 
 def _hosts() -> set[str]:

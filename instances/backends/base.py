@@ -132,6 +132,7 @@ class GuestFacts:
     """What the guest agent reports."""
 
     hostname: str = ""
+    os: str = ""  # the OS's pretty name ("Debian GNU/Linux 12 (bookworm)"); "": not said
     interfaces: tuple[GuestInterface, ...] = ()
     memory_total_kb: int = 0
     memory_available_kb: int = 0

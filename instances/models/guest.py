@@ -17,6 +17,7 @@ class GuestReport(models.Model):
         "instances.Instance", on_delete=models.CASCADE, primary_key=True, related_name="guest"
     )
     hostname = models.CharField(max_length=255, blank=True)
+    os = models.CharField(max_length=255, blank=True)  # its pretty name, as the agent says it
     interfaces = models.JSONField(default=list, blank=True)  # [{name, mac, addresses, carrier}]
     memory_total_kb = models.PositiveBigIntegerField(default=0)
     memory_available_kb = models.PositiveBigIntegerField(default=0)

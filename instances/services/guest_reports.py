@@ -1,6 +1,7 @@
 """The guest agent's reports: every ZOPDAY_GUEST_REPORT_SECONDS each host's worker asks the agent
-in each of its running instances for hostname, addresses, memory and filesystems, and keeps the
-answer (models.GuestReport) for the details page and the API.
+in each of its running instances for hostname, OS, addresses, memory and filesystems (and one
+worker asks KubeVirt for its clusters' instances), and keeps the answer (models.GuestReport)
+for the details page and the API.
 
 What an agent says is the guest's to say: anyone with root in it may send anything, so it is
 kept only in the shapes the pages and the API show, cut to size."""
@@ -10,9 +11,10 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db.models import QuerySet
 from django.utils import timezone
 
-from instances.backends import LOCAL_BACKENDS, backend_named
+from instances.backends import CLUSTER_BACKENDS, LOCAL_BACKENDS, backend_named
 from instances.backends.base import BackendError, GuestFacts
 from instances.choices import PowerState
 from instances.models import GuestReport, Instance
@@ -30,6 +32,16 @@ def guest_reports_host(host: str) -> None:
     running = Instance.objects.filter(
         host=host, backend__in=LOCAL_BACKENDS, power_state=PowerState.RUNNING
     )
+    _ask_each(running)
+
+
+def guest_reports_clusters() -> None:
+    """Ask KubeVirt what the agents of the instances running on clusters report: API calls,
+    which any worker makes."""
+    _ask_each(Instance.objects.filter(backend__in=CLUSTER_BACKENDS, power_state=PowerState.RUNNING))
+
+
+def _ask_each(running: "QuerySet[Instance]") -> None:
     for instance in running:
         if not _claim(instance):
             continue
@@ -66,6 +78,7 @@ def guest_report(instance: Instance) -> GuestReport:
 def _kept(facts: GuestFacts) -> dict[str, Any]:
     return {
         "hostname": _text(facts.hostname),
+        "os": _text(facts.os),
         "interfaces": [
             {
                 "name": _text(interface.name),

@@ -15,6 +15,7 @@ from instances.access import instance_for_user
 from instances.actions import instance_allowed_actions, instance_console_actions
 from instances.allowed import Allowed
 from instances.backends import (
+    CLUSTER_BACKENDS,
     backend_named,
     is_local_backend,
     is_managed_backend,
@@ -136,9 +137,9 @@ def detail_context(instance: Instance, role: Role, tab: str) -> dict[str, object
 
 
 def _guest_report(instance: Instance) -> dict[str, object] | None:
-    """The Overview's "Guest agent" row, for an instance on this console's own hosts: the
-    agent's report of the guest as it runs now, or why there is none yet."""
-    if not is_local_backend(instance.backend):
+    """The Overview's "Guest agent" row, for an instance on this console's own hosts or a
+    cluster: the agent's report of the guest as it runs now, or why there is none yet."""
+    if not (is_local_backend(instance.backend) or instance.backend in CLUSTER_BACKENDS):
         return None
     report = GuestReport.objects.filter(instance=instance).first()
     return {

@@ -135,6 +135,7 @@ class GuestFilesystemOut(Schema):
 
 class GuestOut(Schema):
     hostname: str
+    os: str = Field("", description="The OS's pretty name as the agent says it; empty if not.")
     interfaces: list[GuestInterfaceOut]
     memory_total_kb: int
     memory_available_kb: int

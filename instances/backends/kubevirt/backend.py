@@ -9,6 +9,7 @@ import math
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from instances.backends.base import (
     Power,
     RemoteConsole,
 )
-from instances.backends.kubevirt import imports
+from instances.backends.kubevirt import devices, guest, imports
 from instances.backends.kubevirt.connection import (
     TIMEOUT,
     ClusterAccess,
@@ -247,16 +248,26 @@ class KubevirtBackend:
     def running_machines(self) -> list[str]:
         return []  # none on this console's hosts
 
-    # ---- what comes next -------------------------------------------------------------------
+    # ---- devices and the guest (devices.py, guest.py) -------------------------------------
     def set_link(self, machine_id: str, nic_name: str, up: bool) -> bool:
-        return False  # taken from the spec at the next start
+        objects, _ = self._at(machine_id)
+        return devices.set_link(objects, machine_id, nic_name, up, self._watch)
 
     def attach_disk(self, spec: MachineSpec, disk: DiskSpec) -> None:
-        raise NotOnKubevirt("Plugging in a disk")
+        objects, _ = self._at(spec.id)
+        act = partial(self._act, objects, spec.id)
+        devices.attach_disk(objects, spec.id, disk, act, self._watch)
 
     def detach_disk(self, machine_id: str, disk_name: str) -> None:
-        raise NotOnKubevirt("Unplugging a disk")
+        objects, _ = self._at(machine_id)
+        act = partial(self._act, objects, machine_id)
+        devices.detach_disk(objects, machine_id, disk_name, act, self._watch)
 
+    def guest_facts(self, machine_id: str) -> GuestFacts:
+        objects, _ = self._at(machine_id)
+        return guest.guest_facts(objects, machine_id)
+
+    # ---- what comes next -------------------------------------------------------------------
     def resize_disk(self, spec: MachineSpec, disk: DiskSpec) -> None:
         raise NotOnKubevirt("Growing a disk")
 
@@ -273,9 +284,6 @@ class KubevirtBackend:
 
     def change_cdrom(self, machine_id: str, disk_name: str, iso: Path | None) -> None:
         raise NotOnKubevirt("Changing a CD-ROM's media")
-
-    def guest_facts(self, machine_id: str) -> GuestFacts:
-        raise NotOnKubevirt("The guest agent's report")
 
     def guest_exec(self, machine_id: str, argv: list[str], timeout: float = 10) -> tuple[int, str]:
         raise NotOnKubevirt("Running a command in the guest")

@@ -48,7 +48,7 @@ class GuestAgent:
                 raise BackendError(f"The guest agent refused guest-shutdown: {reason}")
 
     def facts(self) -> GuestFacts:
-        """Hostname and interfaces are required; carriers, memory and filesystems are best
+        """Hostname and interfaces are required; carriers, OS, memory and filesystems are best
         effort (an agent may have guest-file-*, guest-exec or guest-get-fsinfo disabled, a
         guest may lack `cat`)."""
         with _Session(self.socket_path, self.timeout) as session, _reading("the guest's facts"):
@@ -62,12 +62,18 @@ class GuestAgent:
             except BackendError:
                 filesystems = ()
             try:
+                os_info = session.call("guest-get-osinfo")
+                os_name = str(os_info.get("pretty-name") or os_info.get("name") or "")
+            except BackendError:
+                os_name = ""
+            try:
                 # guest-get-memory-block-info only gives the block size: read /proc/meminfo
                 memory = _meminfo(session.execute(["cat", "/proc/meminfo"], self.timeout)[1])
             except BackendError:
                 memory = {}
         return GuestFacts(
             hostname=hostname,
+            os=os_name,
             interfaces=interfaces,
             memory_total_kb=memory.get("MemTotal", 0),
             memory_available_kb=memory.get("MemAvailable", 0),

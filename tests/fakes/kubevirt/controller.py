@@ -29,7 +29,9 @@ from instances.backends.base import (
     Power,
 )
 from instances.backends.qemu import QemuBackend
+from tests.fakes.kubevirt.agent import AgentRelay
 from tests.fakes.kubevirt.cdi import Cdi
+from tests.fakes.kubevirt.live import LiveUpdates
 from tests.fakes.kubevirt.store import BY_KIND, ApiError, Body
 
 VM, VMI = BY_KIND["VirtualMachine"], BY_KIND["VirtualMachineInstance"]
@@ -84,6 +86,7 @@ class Controller:
         api.actions[("virtualmachineinstances", "softreboot")] = self._soft_reboot
         api.streams[("virtualmachineinstances", "console")] = self._console("serial")
         api.streams[("virtualmachineinstances", "vnc")] = self._console("vnc")
+        self.agent, self.live = AgentRelay(self), LiveUpdates(self)  # agent.py, live.py
         self.closing = threading.Event()
         self.thread = threading.Thread(target=self._loop, daemon=True)
         self.thread.start()
@@ -232,6 +235,7 @@ class Controller:
         if wanted and vmi is None and not deleting and self.cdi.ready(namespace, volumes):
             self._create_vmi(vm)
             note["ran"] = True
+        self.live.propagate(vm)
         status.update(self._vm_status(vm, self.store.find(VMI, namespace, name)))
         if wanted and not status["created"]:  # waiting for its disks' imports
             failing = self.cdi.failing(namespace, volumes)
@@ -346,6 +350,8 @@ class Controller:
                 )
             elif stopping is not None and time.monotonic() > stopping.deadline:
                 backend.force_stop(machine_id)
+            elif stopping is None:  # live updates, then the agent's data (live.py, agent.py)
+                self.agent.refresh(vmi, status, fresh=self.live.apply(vmi, status))
         current = self.store.find(VMI, *key)
         if current is not None and current.get("status") != status:
             current["status"] = status

@@ -257,7 +257,7 @@ def test_the_seed_sets_the_hostname_and_the_static_ip(backend, fleet):
 def test_the_guest_agent_reports_the_hostname_the_static_ip_and_memory(backend, fleet):
     wait_for_prompt(backend, "bravo")
     facts = agent_facts(backend, "bravo")
-    assert facts.hostname == "bravo"
+    assert facts.hostname == "bravo" and facts.os  # /etc/os-release's PRETTY_NAME
     eth0 = next(i for i in facts.interfaces if i.mac == "52:54:00:77:00:12")
     assert "10.77.0.12/24" in eth0.addresses
     assert 100_000 < facts.memory_total_kb < 262_144
