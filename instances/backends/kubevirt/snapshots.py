@@ -66,11 +66,19 @@ class VmSnapshots:
             self._call("delete", "virtualmachinesnapshots", name)
             self._wait_gone(name)
             existing = None
-        if existing is None:
-            self._call("create", "virtualmachinesnapshots", body, field_validation="Strict")
+        made = (
+            None
+            if existing
+            else self._call("create", "virtualmachinesnapshots", body, field_validation="Strict")
+        )
+        if made == 404:  # its namespace is not there: nor is the VM
+            raise BackendError(f"The cluster has no VirtualMachine {self.machine_id} to snapshot.")
         deadline = time.monotonic() + SNAPSHOT_TIMEOUT
         while time.monotonic() < deadline:
-            status = (self._get("virtualmachinesnapshots", name) or {}).get("status", {})
+            found = self._get("virtualmachinesnapshots", name)
+            if found is None:
+                raise BackendError("The snapshot was deleted on the cluster before it was ready.")
+            status = found.get("status", {})
             if status.get("readyToUse"):
                 return consistent(status)
             if status.get("phase") == "Failed" or status.get("error"):

@@ -9,10 +9,13 @@ from kubernetes import client
 
 from instances.backends import backend_named
 from instances.backends.base import BackendError
+from instances.backends.kubevirt.snapshots import consistent
 from instances.choices import PowerState, SnapshotState
 from instances.errors import ActionRefused
 from instances.models import DiskSnapshot, Instance
 from instances.services import power, snapshots
+from instances.services.instances import DiskRequest
+from instances.specs import disk_spec, machine_spec
 from tests.fakes.kubevirt import schemas
 from tests.fakes.kubevirt.fixtures import (
     BOOT_TIMEOUT,
@@ -144,3 +147,58 @@ def test_a_reverted_disk_brings_back_what_the_guest_wrote_before_its_snapshot(
     for event in snapshot_objects:  # the fake's own objects are as KubeVirt's documents say
         verdict = schemas.validate(event.resource.kind, event.object)
         assert (verdict.causes, verdict.unknown) == ([], []), event.object["metadata"]["name"]
+
+
+def test_a_stopped_vms_snapshots_are_offline_and_a_revert_never_brings_back_other_disks(
+    celery_worker_process, kube_api, kubevirt, cluster, cluster_lan, operator
+):
+    instance = create(operator, cluster_lan, disks=[DiskRequest(size_gb=1)])
+    backend = backend_named("kubevirt")
+    backend.define(machine_spec(instance))
+    root, data = (disk_spec(disk) for disk in instance.disks.order_by("pk"))
+    machine = instance.machine_id
+
+    assert backend.snapshot_disks(machine, [root, data], "both") is False  # offline: no freeze
+    assert backend.snapshot_disks(machine, [root], "root-only") is False
+    with pytest.raises(BackendError, match=f"this snapshot also holds {data.name}"):
+        backend.revert_snapshot(machine, root.name, "root-only")
+    assert backend.revert_snapshot(machine, root.name, "both") == 1
+
+    backend.delete_snapshot(machine, root.name, "both")  # data still keeps it, alone
+    with pytest.raises(BackendError, match=f"this snapshot also holds {root.name}"):
+        backend.revert_snapshot(machine, data.name, "both")
+    with pytest.raises(BackendError, match=f"{root.name} has no snapshot called both"):
+        backend.revert_snapshot(machine, root.name, "both")
+    backend.delete_snapshot(machine, data.name, "both")
+    backend.delete_snapshot(machine, root.name, "root-only")
+    backend.delete_snapshot(machine, root.name, "root-only")  # gone already: fine
+    assert not any(
+        key[0].kind in ("VirtualMachineSnapshot", "VirtualMachineSnapshotContent")
+        for key in kube_api.store.objects
+    )
+
+
+def test_a_snapshot_the_cluster_fails_says_why_in_its_words(
+    celery_worker_process, kube_api, kubevirt, cluster, cluster_lan, operator
+):
+    instance = create(operator, cluster_lan)
+    backend = backend_named("kubevirt")
+    backend.define(machine_spec(instance))
+    backend.undefine(instance.machine_id)  # KubeVirt's controller finds no VM to snapshot
+    root = disk_spec(instance.disks.get())
+    with pytest.raises(BackendError) as failed:
+        backend.snapshot_disks(instance.machine_id, [root], "s1")
+    assert failed.value.message == (
+        f'The cluster could not take the snapshot: VirtualMachine "{instance.machine_id}" '
+        "does not exist."
+    )
+
+
+@pytest.mark.parametrize(
+    "indications, frozen",
+    [(["Online", "GuestAgent"], True), (["Online", "NoGuestAgent"], False),
+     (["Online", "QuiesceFailed"], False), ([], False)],
+)  # fmt: skip
+def test_only_kubevirts_guest_agent_indication_marks_a_snapshot_consistent(indications, frozen):
+    status = {"sourceIndications": [{"indication": i, "message": ""} for i in indications]}
+    assert consistent(status) is frozen
