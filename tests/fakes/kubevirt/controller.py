@@ -32,6 +32,7 @@ from instances.backends.qemu import QemuBackend
 from tests.fakes.kubevirt.agent import AgentRelay
 from tests.fakes.kubevirt.cdi import Cdi
 from tests.fakes.kubevirt.live import LiveUpdates
+from tests.fakes.kubevirt.snapshots import Snapshots
 from tests.fakes.kubevirt.store import BY_KIND, ApiError, Body
 
 VM, VMI = BY_KIND["VirtualMachine"], BY_KIND["VirtualMachineInstance"]
@@ -87,6 +88,7 @@ class Controller:
         api.streams[("virtualmachineinstances", "console")] = self._console("serial")
         api.streams[("virtualmachineinstances", "vnc")] = self._console("vnc")
         self.agent, self.live = AgentRelay(self), LiveUpdates(self)  # agent.py, live.py
+        self.snapshots = Snapshots(self)
         self.closing = threading.Event()
         self.thread = threading.Thread(target=self._loop, daemon=True)
         self.thread.start()
@@ -194,6 +196,7 @@ class Controller:
         vmis, _ = self.store.list(VMI, None, lambda body: True)
         for vmi in vmis:
             self._reconcile_vmi(vmi)
+        self.snapshots.reconcile()
         placed = {self._machine_id(vmi) for vmi in self.store.list(VMI, None, lambda b: True)[0]}
         for backend in self.nodes.values():  # a VMI deleted with its VM: virt-handler's cleanup
             for machine_id in set(backend.running_machines()) - placed:

@@ -51,6 +51,7 @@ _DEFINITIONS = {
     "VirtualMachineInstanceMigration": ("kubevirt", "v1.VirtualMachineInstanceMigration"),
     "VirtualMachineSnapshot": ("kubevirt", "v1beta1.VirtualMachineSnapshot"),
     "VirtualMachineRestore": ("kubevirt", "v1beta1.VirtualMachineRestore"),
+    "VirtualMachineSnapshotContent": ("kubevirt", "v1beta1.VirtualMachineSnapshotContent"),
     "AddVolumeOptions": ("kubevirt", "v1.AddVolumeOptions"),
     "RemoveVolumeOptions": ("kubevirt", "v1.RemoveVolumeOptions"),
     "StartOptions": ("kubevirt", "v1.StartOptions"),

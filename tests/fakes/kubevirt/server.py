@@ -29,6 +29,8 @@ SUBRESOURCES_GROUP = "subresources.kubevirt.io"
 Action = Callable[[str, str, Body], Body | None]
 # (plural, subresource) → opener(namespace, name): the unix socket a console websocket bridges to
 Stream = Callable[[str, str], Path]
+# kind → admit(namespace, body): a validating webhook on create, raising ApiError to deny
+Admit = Callable[[str, Body], None]
 CONSOLE_SUBPROTOCOL = "plain.kubevirt.io"
 # the body of a KubeVirt action, by its subresource (softreboot and the consoles take none)
 ACTION_OPTIONS = {
@@ -152,6 +154,7 @@ class FakeApiServer:
             self.store.create(BY_PATH[("", "v1", "nodes")], "", node(f"node-{index + 1}", zone))
         self.actions: dict[tuple[str, str], Action] = {}
         self.streams: dict[tuple[str, str], Stream] = {}
+        self.admission: dict[str, Admit] = {}
         self.tokens: dict[str, Subject] = {}
         self.requests: Counter[str] = Counter()  # "GET virtualmachines", "WATCH ...", ...
         self.sent: list[Sent] = []  # every object and action body, as validated
@@ -369,6 +372,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif method == "POST" and not route.name:
             self.api.namespace_exists(route)
             stored, warning = self.api.checked(resource, body, query, self.agent)
+            if admit := self.api.admission.get(resource.kind):
+                admit(namespace, stored)
             self.answer(201, store.create(resource, namespace, stored), warning)
         elif method == "PUT" and route.name and route.subresource in ("", "status"):
             if body.get("metadata", {}).get("name") != route.name:

@@ -48,6 +48,12 @@ RESOURCES = (
         "snapshot.kubevirt.io", "v1beta1", "virtualmachinesnapshots", "VirtualMachineSnapshot"
     ),
     Resource("snapshot.kubevirt.io", "v1beta1", "virtualmachinerestores", "VirtualMachineRestore"),
+    Resource(
+        "snapshot.kubevirt.io",
+        "v1beta1",
+        "virtualmachinesnapshotcontents",
+        "VirtualMachineSnapshotContent",
+    ),
     Resource("cdi.kubevirt.io", "v1beta1", "datavolumes", "DataVolume"),
     Resource(
         "k8s.cni.cncf.io", "v1", "network-attachment-definitions", "NetworkAttachmentDefinition"
