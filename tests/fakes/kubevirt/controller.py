@@ -6,7 +6,7 @@ backend, one backend folder per node; the VMI's phase and the VM's printableStat
 the guest does (a power-off inside it Succeeds the VMI, a crash Fails it).
 
 Where it stops: DataVolumes are blank disks, ready at once (no import); one reconcile thread
-for every object; no live migration yet."""
+for every object. Live migrations are migrations.py's."""
 
 import base64
 import contextlib
@@ -28,6 +28,7 @@ from instances.backends.base import (
     Power,
 )
 from instances.backends.qemu import QemuBackend
+from tests.fakes.kubevirt.migrations import Migrations
 from tests.fakes.kubevirt.store import BY_KIND, ApiError, Body
 
 VM, VMI = BY_KIND["VirtualMachine"], BY_KIND["VirtualMachineInstance"]
@@ -81,12 +82,17 @@ class Controller:
         api.actions[("virtualmachineinstances", "softreboot")] = self._soft_reboot
         api.streams[("virtualmachineinstances", "console")] = self._console("serial")
         api.streams[("virtualmachineinstances", "vnc")] = self._console("vnc")
+        self.migrations = Migrations(self)
         self.closing = threading.Event()
         self.thread = threading.Thread(target=self._loop, daemon=True)
         self.thread.start()
 
     def node_backend(self, node: str) -> QemuBackend:
-        if node not in self.nodes:
+        if node not in self.nodes:  # the nodes share one disk folder, as RWX storage
+            (self.root / "disks").mkdir(parents=True, exist_ok=True)
+            (self.root / node).mkdir(exist_ok=True)
+            if not (self.root / node / "disks").exists():
+                (self.root / node / "disks").symlink_to(self.root / "disks")
             self.nodes[node] = QemuBackend(self.root / node, network_mode="user")
         return self.nodes[node]
 
@@ -187,6 +193,7 @@ class Controller:
         vmis, _ = self.store.list(VMI, None, lambda body: True)
         for vmi in vmis:
             self._reconcile_vmi(vmi)
+        self.migrations.reconcile()
         placed = {self._machine_id(vmi) for vmi in self.store.list(VMI, None, lambda b: True)[0]}
         for backend in self.nodes.values():  # a VMI deleted with its VM: virt-handler's cleanup
             for machine_id in set(backend.running_machines()) - placed:
@@ -310,7 +317,8 @@ class Controller:
                 status["phase"] = "Scheduling"
                 status["conditions"] = [{
                     "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                    "message": "0/2 nodes are available: no node in its zone has room for it.",
+                    "message": f"0/{len(self.store.list(NODE, None, lambda b: True)[0])} "
+                    "nodes are available: no node in its zone has room for it.",
                 }]  # fmt: skip
             else:
                 status.update(phase="Scheduled", nodeName=node, conditions=[])
@@ -340,13 +348,18 @@ class Controller:
 
     def _schedule(self, vmi: Body) -> str | None:
         """A node of the VMI's zone (its nodeSelector) with memory for it beside its others."""
-        selector = vmi["spec"].get("nodeSelector", {})
+        return self.node_for(vmi, vmi["spec"].get("nodeSelector", {}))
+
+    def node_for(self, vmi: Body, selector: dict[str, str], exclude: str = "") -> str | None:
+        """A node matching `selector`, but `exclude`, with memory for the VMI."""
         wanted = _quantity_mb(vmi["spec"]["domain"].get("memory", {}).get("guest", "128Mi"))
         nodes, _ = self.store.list(NODE, None, lambda body: True)
         placed, _ = self.store.list(VMI, None, lambda body: True)
         for node in nodes:
             labels = node["metadata"].get("labels", {})
-            if any(labels.get(key) != value for key, value in selector.items()):
+            if node["metadata"]["name"] == exclude or any(
+                labels.get(key) != value for key, value in selector.items()
+            ):
                 continue
             used = sum(
                 _quantity_mb(other["spec"]["domain"].get("memory", {}).get("guest", "128Mi"))
