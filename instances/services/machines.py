@@ -10,6 +10,7 @@ instance.
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import asdict, replace
 from datetime import datetime
 
 from django.conf import settings
@@ -17,7 +18,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from instances.backends import backend_named
-from instances.backends.base import BackendError, Power
+from instances.backends.base import BackendError, Migrates, MigrationReport, Power
 from instances.choices import (
     AUTO_RESTART_STRATEGIES,
     CarrierState,
@@ -264,6 +265,31 @@ def machine_restart(instance_id: int, claimed_at: str | None = None) -> None:
         _fail(instance, PowerState.RESTARTING, error, "restart")
         return
     settle(instance_id, PowerState.RESTARTING, PowerState.RUNNING)
+
+
+def machine_migrate(instance_id: int, claimed_at: str | None = None) -> None:
+    """Move the running machine to another node, each phase kept on the instance for its page;
+    one that fails leaves it running where it was, saying why."""
+    instance = _claimed(instance_id, PowerState.MIGRATING, claimed_at)
+    if instance is None:
+        return
+    backend = backend_named(instance.backend)
+    rows = Instance.objects.filter(pk=instance_id, power_state=PowerState.MIGRATING)
+    last = [MigrationReport("Pending")]
+
+    def report(progress: MigrationReport) -> None:
+        last.append(progress)
+        rows.update(migration=asdict(progress))
+
+    try:
+        if not isinstance(backend, Migrates):
+            raise BackendError(f"{instance.backend} instances do not migrate.")
+        done = backend.migrate(instance.machine_id, report)
+    except BackendError as error:
+        rows.update(migration=asdict(replace(last[-1], phase="Failed", message=error.message)))
+        _fail(instance, PowerState.MIGRATING, error, "migrate")
+        return
+    settle(instance_id, PowerState.MIGRATING, PowerState.RUNNING, migration=asdict(done))
 
 
 def machine_set_link(nic_id: int) -> None:
