@@ -47,6 +47,7 @@ class Migrations:
         self.controller, self.store = controller, controller.store
         self.moving: dict[str, Moving] = {}  # by the VMIM's uid
         self.unschedulable_timeout = UNSCHEDULABLE_TIMEOUT
+        self.held = False  # tests: Running migrations wait, as ones still converging do
         controller.api.admissions[MIGRATION.kind] = self.admit
 
     def admit(self, namespace: str, body: Body) -> None:
@@ -133,7 +134,7 @@ class Migrations:
                 return
             self._vmi_state(vmi, {"startTimestamp": _now()})
             self._phase(migration, "Running")
-        elif phase == "Running":
+        elif phase == "Running" and not self.held:
             self._follow(migration, moving, vmi)
 
     def _follow(self, migration: Body, moving: Moving, vmi: Body) -> None:
