@@ -129,3 +129,26 @@ def test_the_webhook_refuses_a_vmi_that_is_not_running(kube_api, kubevirt):
     with pytest.raises(client.ApiException) as missing:
         migrate(kube_api, vmi="nothing")
     assert 'the VMI "zop-web/nothing" does not exist' in json.loads(missing.value.body)["message"]
+
+
+def test_deleting_a_migration_under_way_aborts_it_and_the_guest_stays(kube_api, kubevirt):
+    run_in(kube_api, kubevirt, "zone-a")
+    kubevirt.migrations.held = True  # still converging when it is deleted
+    migrate(kube_api)
+    wait_for(lambda: phase_of(kube_api) == "Running", "Running", timeout=60)
+
+    client.CustomObjectsApi(api_client(kube_api)).delete_namespaced_custom_object(
+        *KUBEVIRT, NAMESPACE, "virtualmachineinstancemigrations", "move-1"
+    )
+    wait_for(lambda: vmi_status(kube_api)["migrationState"].get("abortStatus"), "aborted", 60)
+
+    status = vmi_status(kube_api)
+    assert (status["nodeName"], status["phase"]) == ("node-1", "Running")
+    assert status["migrationState"]["abortRequested"] is True
+    assert (status["migrationState"]["completed"], status["migrationState"]["failed"]) == (
+        True,
+        True,
+    )
+    assert kubevirt.node_backend("node-3").running_machines() == []
+    type_on_serial(kubevirt, "node-1", "echo stayed-$((40+2))\n")
+    wait_for(lambda: b"stayed-42" in serial_log(kubevirt, kube_api), "an answer", timeout=60)
