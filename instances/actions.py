@@ -95,7 +95,7 @@ def instance_allowed_actions(instance: Instance, role: Role | None) -> dict[str,
 # ---- consoles --------------------------------------------------------------------------------
 # Kept apart from RULES (the power and configuration actions the API lists): the console pages,
 # the ticket view and the console proxy all decide through these.
-CONSOLE_STATES = (PowerState.RUNNING, PowerState.RESTARTING)
+CONSOLE_STATES = (PowerState.RUNNING, PowerState.RESTARTING, PowerState.MIGRATING)
 
 
 def _console_backend_check(instance: Instance, kind: str = "serial") -> Allowed:

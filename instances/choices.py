@@ -68,9 +68,12 @@ class PowerState(models.TextChoices):
     STOPPING = "stopping", "Stopping"
     RESTARTING = "restarting", "Restarting"
     FAILED = "failed", "Failed"
+    MIGRATING = "migrating", "Migrating"  # running, while it moves to another node
 
 
-POWER_TRANSITIONAL = frozenset({PowerState.STARTING, PowerState.STOPPING, PowerState.RESTARTING})
+POWER_TRANSITIONAL = frozenset(
+    {PowerState.STARTING, PowerState.STOPPING, PowerState.RESTARTING, PowerState.MIGRATING}
+)
 POWER_TERMINAL = frozenset({PowerState.STOPPED, PowerState.RUNNING, PowerState.FAILED})
 COLOURS[PowerState] = {
     PowerState.STOPPED: "grey",
@@ -79,6 +82,7 @@ COLOURS[PowerState] = {
     PowerState.STOPPING: "orange",
     PowerState.RESTARTING: "orange",
     PowerState.FAILED: "red",
+    PowerState.MIGRATING: "orange",
 }
 
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from instances.allowed import STOPPED_STATES, YES, Allowed, power_check, state_label
+from instances.backends import CLUSTER_BACKENDS
 from instances.choices import PowerState, Role, RunStrategy
 from instances.models import Instance
 
@@ -49,6 +50,24 @@ def force_stop(instance: Instance, role: Role | None) -> Allowed:
         return Allowed(False, f"The instance is {state_label(instance)}.")
     if instance.stop_refusal:
         return Allowed(False, instance.stop_refusal)
+    return YES
+
+
+def migrate(instance: Instance, role: Role | None) -> Allowed:
+    """Live migration is a cluster's: a machine on the console's own host has nowhere to go."""
+    if not (allowed := power_check(instance, role)):
+        return allowed
+    if instance.backend not in CLUSTER_BACKENDS:
+        return Allowed(
+            False,
+            "Live migration moves KubeVirt instances between a cluster's nodes; a "
+            f"{instance.backend} instance has no other node to go to.",
+            hidden=True,
+        )
+    if instance.power_state != PowerState.RUNNING:
+        return Allowed(
+            False, f"Only a running instance migrates; this one is {state_label(instance)}."
+        )
     return YES
 
 
@@ -98,6 +117,11 @@ POWER_OPERATIONS = (
     PowerOperation(
         "restart", "Restart", restart, (PowerState.RUNNING,), PowerState.RESTARTING,
         path="restart", summary="Reboot a running instance.",
+    ),
+    PowerOperation(
+        "migrate", "Migrate", migrate, (PowerState.RUNNING,), PowerState.MIGRATING,
+        path="migrate",
+        summary="Live-migrate a running KubeVirt instance to another node of its zone.",
     ),
 )  # fmt: skip
 POWER = {operation.name: operation for operation in POWER_OPERATIONS}

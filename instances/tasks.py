@@ -16,7 +16,14 @@ from instances.backends import LOCAL_BACKENDS
 from instances.backends.base import BackendError
 from instances.models import Instance
 from instances.power_operations import POWER, POWER_OPERATIONS, PowerOperation
-from instances.services import guest_reports, host_work, machines, reconciler, snapshot_work
+from instances.services import (
+    device_work,
+    guest_reports,
+    host_work,
+    machines,
+    reconciler,
+    snapshot_work,
+)
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +127,7 @@ class DeviceTask(HostTask):
         message = exc.message if isinstance(exc, BackendError) else "see the worker's log."
         close_old_connections()  # the error may have been the database's
         try:
-            machines.device_task_failed(self.name, args[0], message)
+            device_work.device_task_failed(self.name, args[0], message)
         except Exception:
             log.exception("recording the failure of %s%s", self.name, tuple(args))
 
@@ -130,28 +137,28 @@ def machine_undefine(
     backend_name: str, machine_id: str, disk_names: list[str] | None = None
 ) -> None:
     """Messages sent before the disk names came along remove the machine only."""
-    machines.machine_undefine(backend_name, machine_id, disk_names or [])
+    device_work.machine_undefine(backend_name, machine_id, disk_names or [])
 
 
 @shared_task(name="instances.disk_file_delete")
 def disk_file_delete(backend_name: str, disk_name: str) -> None:
     """A deleted free disk's file, on the host that holds it."""
-    machines.disk_file_delete(backend_name, disk_name)
+    device_work.disk_file_delete(backend_name, disk_name)
 
 
 @shared_task(name="instances.nic_set_link", base=DeviceTask)
 def nic_set_link(nic_id: int) -> None:
-    machines.machine_set_link(nic_id)
+    device_work.machine_set_link(nic_id)
 
 
 @shared_task(name="instances.disk_hotplug", base=DeviceTask)
 def disk_hotplug(disk_id: int) -> None:
-    machines.disk_hotplug(disk_id)
+    device_work.disk_hotplug(disk_id)
 
 
 @shared_task(name="instances.disk_resize", base=DeviceTask)
 def disk_resize(disk_id: int) -> None:
-    machines.disk_resize(disk_id)
+    device_work.disk_resize(disk_id)
 
 
 # a snapshot QEMU is still writing keeps its monitor busy for as long as the call's timeout
@@ -178,7 +185,7 @@ def disk_snapshot_revert(snapshot_id: int) -> None:
 
 @shared_task(name="instances.cdrom_change", base=DeviceTask)
 def cdrom_change(disk_id: int) -> None:
-    machines.cdrom_change(disk_id)
+    device_work.cdrom_change(disk_id)
 
 
 @shared_task(name="instances.reconcile_host")

@@ -6,10 +6,10 @@ can help.
 """
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 # What one machine holds, whichever backend runs it; services refuse more before any work.
 MAX_SATA_DEVICES = 6  # SATA disks and CD-ROM drives: the ports of one AHCI controller
@@ -152,6 +152,29 @@ class RemoteConsole:
 
     def __repr__(self) -> str:  # never the token in a log line
         return f"RemoteConsole({self.url!r})"
+
+
+@dataclass(frozen=True)
+class MigrationReport:
+    """How a live migration goes: its phase as the platform names it (Scheduling, Running,
+    Succeeded...), from which node to which, and why it failed."""
+
+    phase: str
+    source: str = ""
+    target: str = ""
+    message: str = ""
+
+
+@runtime_checkable
+class Migrates(Protocol):
+    """A backend that moves a running machine to another node of its platform."""
+
+    def migrate(
+        self, machine_id: str, on_progress: Callable[[MigrationReport], None]
+    ) -> MigrationReport:
+        """Move it, calling on_progress at each phase; the last report, Succeeded. A migration
+        that fails raises BackendError, the machine running on where it was."""
+        ...
 
 
 # A console's endpoint: a unix socket on this console's hosts, or a websocket of the engine.

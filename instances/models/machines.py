@@ -99,6 +99,10 @@ class Instance(NamedInProject, models.Model):
     hotplugged_disks = models.PositiveSmallIntegerField(
         default=0, editable=False, help_text="Disks plugged in since the last start."
     )
+    migration = models.JSONField(
+        default=dict, blank=True, editable=False,
+        help_text="The last live migration: phase, source and target node, message.",
+    )  # fmt: skip
     state_changed_at = models.DateTimeField(auto_now_add=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -9,7 +9,7 @@ instance.
 
 import logging
 import time
-from collections.abc import Sequence
+from dataclasses import asdict, replace
 from datetime import datetime
 
 from django.conf import settings
@@ -17,7 +17,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from instances.backends import backend_named
-from instances.backends.base import Backend, BackendError, Power
+from instances.backends.base import Backend, BackendError, Migrates, MigrationReport, Power
 from instances.choices import (
     AUTO_RESTART_STRATEGIES,
     CarrierState,
@@ -28,10 +28,9 @@ from instances.choices import (
     RunStrategy,
 )
 from instances.holds import hold_point
-from instances.models import Disk, Instance, NetworkInterface
-from instances.services import snapshot_work
+from instances.models import Instance, NetworkInterface
 from instances.services.audit import audit_record
-from instances.specs import disk_spec, machine_spec
+from instances.specs import machine_spec
 
 log = logging.getLogger(__name__)
 
@@ -296,92 +295,26 @@ def machine_restart(instance_id: int, claimed_at: str | None = None) -> None:
     settle(instance_id, PowerState.RESTARTING, PowerState.RUNNING)
 
 
-def machine_set_link(nic_id: int) -> None:
-    """Set the link as the NIC's row wants it, then look again: two quick toggles run as two
-    tasks, and the one that finishes last must leave the link as the row says."""
-    applied = None
-    for _ in range(5):
-        nic = NetworkInterface.objects.select_related("instance").filter(pk=nic_id).first()
-        if nic is None or nic.instance.power_state != PowerState.RUNNING:
-            return
-        up = nic.link_desired == LinkState.UP
-        if up == applied:
-            break
-        if not backend_named(nic.instance.backend).set_link(nic.instance.machine_id, nic.name, up):
-            return  # not in the running machine: its carrier is read at the next start
-        applied = up
-        NetworkInterface.objects.filter(pk=nic_id).update(
-            carrier=CarrierState.UP if up else CarrierState.DOWN, link_changed_at=timezone.now()
-        )
-
-
-def disk_hotplug(disk_id: int) -> None:
-    disk = Disk.objects.select_related("instance", "image").filter(pk=disk_id).first()
-    if disk is None or disk.instance is None or disk.instance.power_state != PowerState.RUNNING:
+def machine_migrate(instance_id: int, claimed_at: str | None = None) -> None:
+    """Move the running machine to another node, each phase kept on the instance for its page;
+    one that fails leaves it running where it was, saying why."""
+    instance = _claimed(instance_id, PowerState.MIGRATING, claimed_at)
+    if instance is None:
         return
-    backend_named(disk.instance.backend).attach_disk(machine_spec(disk.instance), disk_spec(disk))
+    backend = backend_named(instance.backend)
+    rows = Instance.objects.filter(pk=instance_id, power_state=PowerState.MIGRATING)
+    last = [MigrationReport("Pending")]
 
+    def report(progress: MigrationReport) -> None:
+        last.append(progress)
+        rows.update(migration=asdict(progress))
 
-def disk_resize(disk_id: int) -> None:
-    disk = Disk.objects.select_related("instance", "image").filter(pk=disk_id).first()
-    if disk is None or disk.instance is None:
+    try:
+        if not isinstance(backend, Migrates):
+            raise BackendError(f"{instance.backend} instances do not migrate.")
+        done = backend.migrate(instance.machine_id, report)
+    except BackendError as error:
+        rows.update(migration=asdict(replace(last[-1], phase="Failed", message=error.message)))
+        _fail(instance, PowerState.MIGRATING, error, "migrate")
         return
-    backend_named(disk.instance.backend).resize_disk(machine_spec(disk.instance), disk_spec(disk))
-
-
-# what a device task was doing, for the event that says it failed: its model, and the words
-DEVICE_WORK: dict[str, tuple[type[Disk] | type[NetworkInterface], str]] = {
-    "instances.disk_hotplug": (Disk, "Plugging in {name}"),
-    "instances.disk_resize": (Disk, "Growing {name}"),
-    "instances.cdrom_change": (Disk, "Changing the media in {name}"),
-    "instances.nic_set_link": (NetworkInterface, "Setting the link of {name}"),
-}
-
-
-def device_task_failed(task_name: str, object_id: int | list[int], message: str) -> None:
-    """A device task failed for good: its instance's events say what did not happen and why
-    (a snapshot says so too; an instance snapshot's are each given by id). Work on a deleted
-    instance's files leaves the log alone."""
-    if task_name in snapshot_work.TASK_STATES:
-        for snapshot_id in object_id if isinstance(object_id, list) else [object_id]:
-            snapshot_work.snapshot_failed(
-                snapshot_id, snapshot_work.TASK_STATES[task_name], message
-            )
-        return
-    if task_name not in DEVICE_WORK:
-        return
-    assert isinstance(object_id, int)
-    model, work = DEVICE_WORK[task_name]
-    device = model._default_manager.select_related("instance__project").filter(pk=object_id).first()
-    if device is None or device.instance is None:
-        return
-    audit_record(
-        actor=None,
-        action=task_name.replace("instances.", "instance."),
-        project=device.instance.project,
-        target=device.instance,
-        outcome=Outcome.FAILURE,
-        message=f"{work.format(name=device.name)} failed: {message}",
-    )
-
-
-def cdrom_change(disk_id: int) -> None:
-    disk = Disk.objects.select_related("instance", "image").filter(pk=disk_id).first()
-    if disk is None or disk.instance is None or disk.instance.power_state != PowerState.RUNNING:
-        return
-    iso = disk.image.file if disk.image else None
-    backend_named(disk.instance.backend).change_cdrom(
-        disk.instance.machine_id, disk.device_name, iso
-    )
-
-
-def disk_file_delete(backend_name: str, disk_name: str) -> None:
-    backend_named(backend_name).delete_disk(disk_name)
-
-
-def machine_undefine(backend_name: str, machine_id: str, disk_names: Sequence[str] = ()) -> None:
-    """Remove a deleted instance's machine, then the files of the disks that went with it."""
-    backend = backend_named(backend_name)
-    backend.undefine(machine_id)
-    for name in disk_names:
-        backend.delete_disk(name)
+    settle(instance_id, PowerState.MIGRATING, PowerState.RUNNING, migration=asdict(done))

@@ -22,7 +22,8 @@ from instances.choices import (
 )
 from instances.models import GuestReport, Instance, NetworkInterface
 from instances.services.audit import audit_record
-from instances.services.machines import SHUTDOWN_TIMEOUT, machine_set_link, settle
+from instances.services.device_work import machine_set_link
+from instances.services.machines import SHUTDOWN_TIMEOUT, settle
 from instances.services.queueing import enqueue_host_task
 from instances.services.snapshot_work import snapshots_settle_stuck
 

@@ -100,6 +100,7 @@ def detail_context(instance: Instance, role: Role, tab: str) -> dict[str, object
         instance.power_state,
         instance.last_exit,
         instance.power_message,
+        instance.migration,
         context["machine_facts"],
         context["power_buttons"],
         console_allowed,

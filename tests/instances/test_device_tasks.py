@@ -7,7 +7,7 @@ from instances import tasks
 from instances.backends.base import BackendError
 from instances.choices import CarrierState, LinkState, Outcome, PowerState
 from instances.models import AuditEvent, NetworkInterface
-from instances.services import machines
+from instances.services import device_work
 
 
 class PluggingBackend:
@@ -60,6 +60,6 @@ def test_a_link_toggled_again_during_its_task_ends_as_the_last_click_asked(on_ba
     instance = on_backend(backend, power_state=PowerState.RUNNING)
     nic = instance.nics.get()
     NetworkInterface.objects.filter(pk=nic.pk).update(link_desired=LinkState.DOWN)
-    machines.machine_set_link(nic.pk)
+    device_work.machine_set_link(nic.pk)
     assert backend.applied == [False, True]
     assert NetworkInterface.objects.get(pk=nic.pk).carrier == CarrierState.UP

@@ -86,6 +86,15 @@ class InstanceFilters(Schema):
     page_size: int = Field(50, ge=1, le=200)
 
 
+class MigrationOut(Schema):
+    phase: str = Field(
+        description="KubeVirt's: Pending, Scheduling, ... Running, Succeeded, Failed."
+    )
+    source: str = Field(description="The node it ran on.")
+    target: str = Field(description='The node it moves to ("" until KubeVirt picks one).')
+    message: str = Field(description="Why it failed.")
+
+
 class InstanceOut(Schema):
     id: int
     name: str
@@ -106,6 +115,9 @@ class InstanceOut(Schema):
     ssh_keys: list[int]
     power_state: PowerState
     power_message: str
+    migration: MigrationOut | None = Field(
+        None, description="The last live migration (KubeVirt), while and after it runs."
+    )
     last_exit: LastExit
     auto_restarts: int
     state_changed_at: datetime
@@ -114,6 +126,10 @@ class InstanceOut(Schema):
     @staticmethod
     def resolve_ssh_keys(instance: Instance) -> list[int]:
         return [key.pk for key in instance.ssh_keys.all()]
+
+    @staticmethod
+    def resolve_migration(instance: Instance) -> dict[str, str] | None:
+        return instance.migration or None
 
 
 class GuestInterfaceOut(Schema):

@@ -5,6 +5,7 @@ says it happened.
 
 Backends know no models: `locate` (given by the services) says where a machine runs."""
 
+import contextlib
 import math
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -23,10 +24,11 @@ from instances.backends.base import (
     MachineFact,
     MachineSpec,
     MachineStatus,
+    MigrationReport,
     Power,
     RemoteConsole,
 )
-from instances.backends.kubevirt import devices, guest, imports
+from instances.backends.kubevirt import devices, guest, imports, migrations
 from instances.backends.kubevirt.connection import (
     TIMEOUT,
     ClusterAccess,
@@ -217,10 +219,22 @@ class KubevirtBackend:
         where = self.locate(machine_id)
         if where is None:
             return []
-        return [
+        facts = [
             MachineFact("Cluster", where.cluster),
             MachineFact("VirtualMachine", f"{where.placement.namespace}/{machine_id}"),
         ]
+        with contextlib.suppress(BackendError):  # the page shows what it can without it
+            vmi = self._at(machine_id)[0].virtual_machine_instance(machine_id)
+            if node := (vmi or {}).get("status", {}).get("nodeName"):
+                facts.append(MachineFact("Node", node))
+        return facts
+
+    def migrate(
+        self, machine_id: str, on_progress: Callable[[MigrationReport], None]
+    ) -> MigrationReport:
+        """A live migration to another node, as KubeVirt picks it (migrations.py)."""
+        objects, _ = self._at(machine_id)
+        return migrations.migrate(objects, machine_id, on_progress)
 
     def undefine(self, machine_id: str) -> None:
         """Deletes the VirtualMachine; the cluster collects what it owns (its seed Secret and

@@ -25,6 +25,7 @@ from . import process
 from .cmdline import LaunchOptions, build_argv
 from .devices import QemuDevices
 from .firmware import firmware_for, prepare_vars
+from .migration import QemuMigration
 from .qmp import Monitor
 from .run_folder import RunFolder, Runtime, disk_store
 from .runs import STOPPED_STATES
@@ -34,7 +35,7 @@ from .snapshots import QemuSnapshots
 POWER_OFF_EVENTS = {"SHUTDOWN", "GUEST_PANICKED"}  # the events that enter STOPPED_STATES
 
 
-class QemuBackend(QemuDevices, QemuSnapshots):
+class QemuBackend(QemuDevices, QemuSnapshots, QemuMigration):
     """Machines as local QEMU processes. A start waits for a QEMU of the machine still setting
     up, and refuses disks another QEMU holds open: two QEMU processes never open one disk."""
 
@@ -64,9 +65,9 @@ class QemuBackend(QemuDevices, QemuSnapshots):
         if firmware is not None:
             prepare_vars(run, firmware, persistent=True)
 
-    def start(self, spec: MachineSpec) -> bool:
+    def start(self, spec: MachineSpec, *, incoming: bool = False) -> bool:
         """Launch QEMU (detached: it outlives the caller); a running machine is left alone.
-        Whether this call launched it."""
+        Whether this call launched it. `incoming`: it waits for a live migration's state."""
         spec = self._resolve(spec)
         run = self._run_folder(spec.id)
         with run.lock():
@@ -85,6 +86,7 @@ class QemuBackend(QemuDevices, QemuSnapshots):
                 prepare_vars(run, firmware, persistent=spec.firmware.persistent_efi)
             links = {nic.name: nic.link_up for nic in spec.nics}
             down = [("set_link", {"name": nic, "up": False}) for nic, up in links.items() if not up]
+            down = [] if incoming else down  # the links come with the migrated state
             taps: dict[str, tuple[str, str]] = {}
             try:
                 if spec.firmware.vtpm:
@@ -96,6 +98,7 @@ class QemuBackend(QemuDevices, QemuSnapshots):
                     firmware=firmware,
                     taps={nic: tap for nic, (tap, _) in taps.items()},
                     paused=bool(down),
+                    incoming=incoming,
                 )
                 argv = build_argv(spec, run, options)
                 if taps:

@@ -38,6 +38,7 @@ class LaunchOptions:
     taps: Mapping[str, str] = field(default_factory=dict)  # NIC name -> tap; others: user-mode
     hotplug_ports: int = HOTPLUG_DISKS  # spare PCIe root ports
     paused: bool = False  # CPUs wait for QMP "cont": links are set before the guest runs
+    incoming: bool = False  # waits for a live migration's state (QMP migrate-incoming)
 
 
 def node_name(disk_name: str) -> str:
@@ -103,6 +104,8 @@ def build_argv(spec: MachineSpec, run: RunFolder, options: LaunchOptions) -> lis
         argv += _nic_args(nic.name, nic.mac, nic.model, options.taps.get(nic.name))
     if options.paused:
         argv += ["-S"]
+    if options.incoming:
+        argv += ["-incoming", "defer"]
     argv += ["-pidfile", str(run.qemu_pidfile), "-daemonize"]
     return argv
 

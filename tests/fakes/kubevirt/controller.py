@@ -7,7 +7,7 @@ the guest does (a power-off inside it Succeeds the VMI, a crash Fails it).
 
 DataVolumes are populated by the fake's CDI (cdi.py); a VMI is made only once its VM's
 DataVolumes have Succeeded (the VM is Provisioning meanwhile, DataVolumeError when an import
-fails). Where it stops: one reconcile thread for every object; no live migration yet."""
+fails). Live migrations are migrations.py's. Where it stops: one reconcile thread for every object."""
 
 import base64
 import contextlib
@@ -32,6 +32,7 @@ from instances.backends.qemu import QemuBackend
 from tests.fakes.kubevirt.agent import AgentRelay
 from tests.fakes.kubevirt.cdi import Cdi
 from tests.fakes.kubevirt.live import LiveUpdates
+from tests.fakes.kubevirt.migrations import Migrations
 from tests.fakes.kubevirt.snapshots import Snapshots
 from tests.fakes.kubevirt.store import BY_KIND, ApiError, Body
 
@@ -89,12 +90,17 @@ class Controller:
         api.streams[("virtualmachineinstances", "vnc")] = self._console("vnc")
         self.agent, self.live = AgentRelay(self), LiveUpdates(self)  # agent.py, live.py
         self.snapshots = Snapshots(self)
+        self.migrations = Migrations(self)
         self.closing = threading.Event()
         self.thread = threading.Thread(target=self._loop, daemon=True)
         self.thread.start()
 
     def node_backend(self, node: str) -> QemuBackend:
-        if node not in self.nodes:
+        if node not in self.nodes:  # the nodes share one disk folder, as RWX storage
+            (self.root / "disks").mkdir(parents=True, exist_ok=True)
+            (self.root / node).mkdir(exist_ok=True)
+            if not (self.root / node / "disks").exists():
+                (self.root / node / "disks").symlink_to(self.root / "disks")
             self.nodes[node] = QemuBackend(self.root / node, network_mode="user")
         return self.nodes[node]
 
@@ -197,6 +203,7 @@ class Controller:
         for vmi in vmis:
             self._reconcile_vmi(vmi)
         self.snapshots.reconcile()
+        self.migrations.reconcile()
         placed = {self._machine_id(vmi) for vmi in self.store.list(VMI, None, lambda b: True)[0]}
         for backend in self.nodes.values():  # a VMI deleted with its VM: virt-handler's cleanup
             for machine_id in set(backend.running_machines()) - placed:
@@ -330,7 +337,8 @@ class Controller:
                 status["phase"] = "Scheduling"
                 status["conditions"] = [{
                     "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                    "message": "0/2 nodes are available: no node in its zone has room for it.",
+                    "message": f"0/{len(self.store.list(NODE, None, lambda b: True)[0])} "
+                    "nodes are available: no node in its zone has room for it.",
                 }]  # fmt: skip
             else:
                 status.update(phase="Scheduled", nodeName=node, conditions=[])
@@ -362,13 +370,18 @@ class Controller:
 
     def _schedule(self, vmi: Body) -> str | None:
         """A node of the VMI's zone (its nodeSelector) with memory for it beside its others."""
-        selector = vmi["spec"].get("nodeSelector", {})
+        return self.node_for(vmi, vmi["spec"].get("nodeSelector", {}))
+
+    def node_for(self, vmi: Body, selector: dict[str, str], exclude: str = "") -> str | None:
+        """A node matching `selector`, but `exclude`, with memory for the VMI."""
         wanted = _quantity_mb(vmi["spec"]["domain"].get("memory", {}).get("guest", "128Mi"))
         nodes, _ = self.store.list(NODE, None, lambda body: True)
         placed, _ = self.store.list(VMI, None, lambda body: True)
         for node in nodes:
             labels = node["metadata"].get("labels", {})
-            if any(labels.get(key) != value for key, value in selector.items()):
+            if node["metadata"]["name"] == exclude or any(
+                labels.get(key) != value for key, value in selector.items()
+            ):
                 continue
             used = sum(
                 _quantity_mb(other["spec"]["domain"].get("memory", {}).get("guest", "128Mi"))

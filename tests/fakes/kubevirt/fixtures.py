@@ -20,6 +20,9 @@ from tests.factories import SubnetFactory
 from tests.fakes.kubevirt import schemas
 from tests.fakes.kubevirt.controller import Controller
 from tests.fakes.kubevirt.server import FakeApiServer, Subject
+from tests.fakes.kubevirt.store import BY_KIND
+
+VMI = BY_KIND["VirtualMachineInstance"]
 
 CONSOLE = "system:serviceaccount:zopday:console"
 
@@ -60,8 +63,9 @@ KERNEL_IMAGE = "registry.local/zopday/demo-kernel:1"
 
 @pytest.fixture
 def kubevirt(kube_api: FakeApiServer) -> Iterator[Controller]:
-    """The fake with its controller: VMIs run as real QEMU guests of the demo image, on two
-    nodes (zone-a, zone-b) whose backend folders live under a short /tmp path."""
+    """The fake with its controller: VMIs run as real QEMU guests of the demo image, on three
+    nodes (node-1 and node-3 in zone-a, node-2 in zone-b) whose backend folders live under a
+    short /tmp path and share one disk folder."""
     if not (DEMO_IMAGE / "vmlinuz").is_file():
         pytest.fail("the demo image is not built (bin/zop test builds it)")
     root = Path(tempfile.mkdtemp(dir="/tmp", prefix="zk"))
@@ -121,8 +125,10 @@ def wait_for_state(instance: Instance, state: str, timeout: float = BOOT_TIMEOUT
 
 def guest_of(kubevirt, instance: Instance):
     """The node's QEMU backend that runs the instance's VMI, and the machine's id there."""
-    node = kubevirt.node_backend("node-1")  # the node of zone-a
-    return node, f"zop-{instance.project.slug}-{instance.machine_id}"
+    namespace = f"zop-{instance.project.slug}"
+    vmi = kubevirt.store.find(VMI, namespace, instance.machine_id) or {}
+    node = vmi.get("status", {}).get("nodeName", "node-1")  # node-1: the first of zone-a
+    return kubevirt.node_backend(node), f"{namespace}-{instance.machine_id}"
 
 
 def wait_for_prompt(kubevirt, instance: Instance, count: int = 1) -> None:

@@ -29,8 +29,7 @@ SUBRESOURCES_GROUP = "subresources.kubevirt.io"
 Action = Callable[[str, str, Body], Body | None]
 # (plural, subresource) → opener(namespace, name): the unix socket a console websocket bridges to
 Stream = Callable[[str, str], Path]
-# kind → admit(namespace, body): a validating webhook on create, raising ApiError to deny
-Admit = Callable[[str, Body], None]
+Admission = Callable[[str, Body], None]  # a validating webhook: raises ApiError to refuse
 CONSOLE_SUBPROTOCOL = "plain.kubevirt.io"
 # the body of a KubeVirt action, by its subresource (softreboot and the consoles take none)
 ACTION_OPTIONS = {
@@ -147,14 +146,17 @@ class FakeApiServer:
     controller registers them), `tokens` who may call."""
 
     def __init__(
-        self, *, bookmark_seconds: float = 1.0, zones: tuple[str, ...] = ("zone-a", "zone-b")
+        self,
+        *,
+        bookmark_seconds: float = 1.0,
+        zones: tuple[str, ...] = ("zone-a", "zone-b", "zone-a"),  # a migration target in zone-a
     ) -> None:
         self.store = Store()
         for index, zone in enumerate(zones):
             self.store.create(BY_PATH[("", "v1", "nodes")], "", node(f"node-{index + 1}", zone))
         self.actions: dict[tuple[str, str], Action] = {}
         self.streams: dict[tuple[str, str], Stream] = {}
-        self.admission: dict[str, Admit] = {}
+        self.admissions: dict[str, Admission] = {}  # kind → KubeVirt's webhook for creates
         self.tokens: dict[str, Subject] = {}
         self.requests: Counter[str] = Counter()  # "GET virtualmachines", "WATCH ...", ...
         self.sent: list[Sent] = []  # every object and action body, as validated
@@ -372,7 +374,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif method == "POST" and not route.name:
             self.api.namespace_exists(route)
             stored, warning = self.api.checked(resource, body, query, self.agent)
-            if admit := self.api.admission.get(resource.kind):
+            if admit := self.api.admissions.get(resource.kind):
                 admit(namespace, stored)
             self.answer(201, store.create(resource, namespace, stored), warning)
         elif method == "PUT" and route.name and route.subresource in ("", "status"):

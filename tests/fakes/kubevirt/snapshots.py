@@ -59,7 +59,7 @@ class Snapshots:
         self.controller, self.store = controller, controller.store
         self.gone: list[Body] = []  # deleted contents whose disk snapshots are still there
         self.store.listeners.append(self._deleted)
-        controller.api.admission["VirtualMachineRestore"] = self._admit_restore
+        controller.api.admissions["VirtualMachineRestore"] = self._admit_restore
 
     def _deleted(self, event: Event) -> None:
         if event.type == "DELETED" and event.resource == CONTENT:

@@ -514,16 +514,16 @@ def test_restart_of_a_stopped_machine_says_it_is_not_running(fake_qemu):
 
 def test_undefine_with_disk_names_removes_those_disks_files_only(short_dir, monkeypatch):
     from instances.backends.qemu.run_folder import disk_store
-    from instances.services import machines
+    from instances.services import device_work
 
     backend = backend_with_a_past_run(short_dir, pid=os.getpid(), stop_requested=True)
     store = disk_store(short_dir)
     store.mkdir(exist_ok=True)
     for name in ("disk-1", "disk-2"):
         (store / f"{name}.qcow2").write_bytes(b"QFI\xfb")
-    monkeypatch.setattr(machines, "backend_named", lambda name: backend)
+    monkeypatch.setattr(device_work, "backend_named", lambda name: backend)
 
-    machines.machine_undefine("qemu", "i-1", ["disk-1"])
+    device_work.machine_undefine("qemu", "i-1", ["disk-1"])
 
     assert not (short_dir / "i-1").exists()
     assert sorted(path.name for path in store.iterdir()) == ["disk-2.qcow2"]
