@@ -5,6 +5,7 @@ from instances.views import (
     consoles,
     details,
     instances,
+    manifests,
     networking,
     power,
     projects,
@@ -36,6 +37,9 @@ urlpatterns = [
         INSTANCE + "console/<str:kind>/ticket/",
         consoles.console_ticket,
         name="instance-console-ticket",
+    ),
+    path(
+        INSTANCE + "manifest.yaml", manifests.instance_manifest_download, name="instance-manifest"
     ),
     path(INSTANCE + "serial.log", consoles.serial_log_download, name="instance-serial-log"),
     path(

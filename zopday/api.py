@@ -3,7 +3,7 @@
 from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 
-from instances.api import disks, images, instances, keys, network, nics, projects
+from instances.api import disks, images, instances, keys, manifests, network, nics, projects
 from instances.api.auth import API_AUTH
 from instances.api.errors import install_error_handlers, respond
 from provisioning import api as provisioning_api
@@ -20,7 +20,7 @@ api = NinjaAPI(
     auth=API_AUTH,
 )
 install_error_handlers(api)
-for module in (projects, images, network, keys, instances, nics, disks):
+for module in (projects, images, network, keys, instances, manifests, nics, disks):
     api.add_router("", module.router)
 api.add_router("", provisioning_api.router)
 
