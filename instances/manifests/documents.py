@@ -13,6 +13,7 @@ from pydantic import ValidationError as SchemaValidationError
 
 from instances.manifests.errors import ManifestInvalid, Problem, schema_problems
 from instances.manifests.schemas import DocumentIn
+from instances.manifests.vm_import import kubernetes_documents
 
 MERGE_TAG = "tag:yaml.org,2002:merge"
 
@@ -93,12 +94,9 @@ def documents_read(*, sources: list[tuple[str, str]]) -> list[Document]:
         problems += unreadable
         kubernetes = [(where, data) for where, data in found if _is_kubernetes(data)]
         if kubernetes:
-            # Imported here: the VirtualMachine reader builds this module's Documents.
-            from instances.manifests.vm_import import kubernetes_documents
-
             from_kubernetes, refused = kubernetes_documents(source, text, kubernetes)
             problems += refused
-            for document in from_kubernetes:
+            for document in (Document(*declared) for declared in from_kubernetes):
                 key = (document.project, document.name)
                 if key in first_seen:
                     message = f"{document.name} is declared twice: also at {first_seen[key]}."

@@ -50,11 +50,13 @@ class _Dumper(yaml.SafeDumper):
 
 
 def _text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    style = "|" if "\n" in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+    """Text, and the console's choices (str enums) as their values."""
+    text = str(value)
+    style = "|" if "\n" in text else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
 
 
-_Dumper.add_representer(str, _text)
+_Dumper.add_multi_representer(str, _text)
 
 
 def instance_manifest(instance: Instance, *, redact: bool) -> str:

@@ -11,7 +11,6 @@ from typing import Any
 
 import yaml
 
-from instances.manifests.documents import Document
 from instances.manifests.errors import Problem
 from instances.manifests.vm_export import (
     CLUSTER,
@@ -26,6 +25,9 @@ from instances.manifests.vm_export import (
 from instances.manifests.vm_fields import Fields, leftover_problems, placeholder_problems
 from instances.manifests.vm_spec import Companions, VmReader
 from instances.models import Cluster, Project
+
+# A VirtualMachine read as the console's document: where, project slug, instance name, spec.
+Declared = tuple[str, str, str, dict[str, Any]]
 
 KINDS = {
     "VirtualMachine": "kubevirt.io/v1",
@@ -53,8 +55,9 @@ def _nodes(text: str) -> dict[int, yaml.Node]:
 
 def kubernetes_documents(
     source: str, text: str, found: list[tuple[str, dict[str, Any]]]
-) -> tuple[list[Document], list[Problem]]:
-    """The VirtualMachines among `found` (where, data) as Documents, and every problem."""
+) -> tuple[list[Declared], list[Problem]]:
+    """The VirtualMachines among `found` (where, data) as instance documents, and every
+    problem."""
     nodes = _nodes(text)
     companions = Companions()
     machines: list[Fields] = []
@@ -105,7 +108,7 @@ def _project(vm: Fields) -> Project | None:
     return Project.objects.filter(slug=str(slug)).first() if slug else None
 
 
-def _machine(vm: Fields, companions: Companions) -> tuple[Document | None, list[Problem]]:
+def _machine(vm: Fields, companions: Companions) -> tuple[Declared | None, list[Problem]]:
     problems = placeholder_problems(vm, PLACEHOLDER)
     if vm.get("metadata", "annotations", REDACTED_MARK) is not None:
         problems.append(vm.problem(("metadata", "annotations", REDACTED_MARK), REDACTED_MESSAGE))
@@ -126,7 +129,7 @@ def _machine(vm: Fields, companions: Companions) -> tuple[Document | None, list[
     spec["ssh_keys"] = [key.strip() for key in str(keys).split(",") if key.strip()]
     problems += reader.problems + leftover_problems(vm)
     where = f"{vm.source}:{vm.start} (instance {name})"
-    return Document(where, project.slug, name, spec), problems
+    return (where, project.slug, name, spec), problems
 
 
 def _companion(fields: Fields, *, used: bool) -> list[Problem]:

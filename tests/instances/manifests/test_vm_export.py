@@ -9,14 +9,7 @@ from kubernetes import client
 from instances.manifests import ManifestInvalid, manifest_apply
 from instances.manifests.vm_export import instance_manifest
 from tests.fakes.kubevirt import schemas
-from tests.fakes.kubevirt.fixtures import (  # noqa: F401 (fixtures)
-    api_client,
-    cluster,
-    cluster_lan,
-    create,
-    kube_api,
-    kubevirt,
-)
+from tests.fakes.kubevirt.fixtures import api_client, create
 
 pytestmark = pytest.mark.django_db
 
@@ -74,7 +67,9 @@ def test_the_export_validates_applies_and_comes_back_unchanged(instance, owner, 
     assert stored["spec"]["template"]["spec"] == vm["spec"]["template"]["spec"]
 
     plans = manifest_apply(sources=[("web.yaml", text)], actor=owner, dry_run=True)
-    assert [plan.diff() for plan in plans] == [[f"  instance {instance.project.slug}/web (unchanged)"]]
+    assert [plan.diff() for plan in plans] == [
+        [f"  instance {instance.project.slug}/web (unchanged)"]
+    ]
 
 
 def test_operators_get_the_credentials_hidden_and_apply_refuses_that(instance, operator):

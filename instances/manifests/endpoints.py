@@ -1,5 +1,6 @@
-"""An instance's manifest: its `kubevirt.io/v1` VirtualMachine with what it needs, as YAML that
-`kubectl apply -f` and `manage.py apply -f` take."""
+"""The API's export of an instance: its `kubevirt.io/v1` VirtualMachine with what it needs, as
+YAML that `kubectl apply -f` and `manage.py apply -f` take. Here rather than in instances.api,
+which the manifests build on."""
 
 from django.http import HttpRequest, HttpResponse
 from ninja import Router
