@@ -17,7 +17,7 @@ from instances.backends.kubevirt.manifests import MANAGED_BY
 from instances.choices import DiskBus, NicModel, RunStrategy, UserDataMode
 from instances.cloudinit import user_data
 from instances.manifests.errors import Problem
-from instances.manifests.vm_export import IMAGE, SUBNET
+from instances.manifests.vm_export import IMAGE, REDACTED_MARK, SUBNET, USER_DATA
 from instances.manifests.vm_fields import Fields, Path
 from instances.models import Project
 
@@ -317,10 +317,12 @@ class VmReader:
         if vm.has(*path, "networkDataSecretRef"):
             network = self._secret_value((*path, "networkDataSecretRef"), "networkdata")
         self.addresses = _addresses(network or "")
-        mode = vm.get("metadata", "annotations", "zopday.io/user-data", default=UserDataMode.CUSTOM)
+        mode = vm.get("metadata", "annotations", USER_DATA, default=UserDataMode.CUSTOM)
         spec["user_data_mode"] = mode
-        if mode == UserDataMode.DEFAULT:
-            existing = self.existing
+        existing = self.existing
+        if vm.has("metadata", "annotations", REDACTED_MARK):  # refused as a whole: no more
+            spec["custom_user_data"] = existing.custom_user_data if existing else ""
+        elif mode == UserDataMode.DEFAULT:
             spec["custom_user_data"] = existing.custom_user_data if existing else ""
             if existing is not None and text is not None and text != user_data(existing):
                 self.problem(path, "This is not the user data the console wrote for this instance; "

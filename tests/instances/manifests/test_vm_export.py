@@ -8,10 +8,18 @@ from kubernetes import client
 
 from instances.manifests import ManifestInvalid, manifest_apply
 from instances.manifests.vm_export import instance_manifest
+from instances.models import SSHKey
+from instances.services import network
+from instances.services.instances import DiskRequest, NicRequest, instance_create
+from tests.factories import demo_image, instance_request
 from tests.fakes.kubevirt import schemas
 from tests.fakes.kubevirt.fixtures import api_client, create
 
 pytestmark = pytest.mark.django_db
+
+PUBLIC_KEY = (
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGz3v0uJ0rBqJ6n0cLxW2g8mB3m4yJ3wF0v9rS1t2u3v laptop"
+)
 
 
 def kubectl_apply(kube_api, objects: list[dict]) -> None:
@@ -80,13 +88,46 @@ def test_operators_get_the_credentials_hidden_and_apply_refuses_that(instance, o
     with pytest.raises(ManifestInvalid) as refused:
         manifest_apply(sources=[("web.yaml", text)], actor=operator, dry_run=True)
     lines = text.splitlines()
-    marked = [
-        problem
-        for problem in refused.value.problems
-        if problem.path == "metadata.annotations.zopday.io/redacted"
-    ]
-    assert len(marked) == 2  # on the VirtualMachine and on its Secret
+    marked = refused.value.problems
+    assert len(marked) == 2  # on the VirtualMachine and on its Secret, nothing else
     for problem in marked:
+        assert problem.path == "metadata.annotations.zopday.io/redacted"
         line = int(problem.where.rsplit(":", 1)[1])
         assert "zopday.io/redacted" in lines[line - 1]
         assert "credentials hidden" in problem.message
+
+
+def test_every_field_survives_export_then_apply(operator, owner, cluster, cluster_lan, kube_api):
+    """UEFI with Secure Boot, persistent EFI and vTPM, a CPU topology, custom user data and a
+    key, a SATA disk and an automatic one, a second interface (e1000, link down): unchanged."""
+    key = SSHKey.objects.create(project=cluster_lan.project, name="laptop", public_key=PUBLIC_KEY)
+    request = instance_request(
+        cluster_lan, image=demo_image(), name="db", cluster="lab", run_strategy="Halted",
+        vcpus=2, sockets=1, cores=2, threads=1, bootloader="uefi", secure_boot=True,
+        persistent_efi=True, vtpm=True, user_data_mode="custom",
+        custom_user_data="#cloud-config\nhostname: db\n", ssh_keys=[key],
+        disks=[DiskRequest(size_gb=3, name="db-data", bus="sata"), DiskRequest(size_gb=2)],
+        nics=[NicRequest(cluster_lan, ipv4="10.91.0.20"), NicRequest(cluster_lan, model="e1000")],
+    )  # fmt: skip
+    instance = instance_create(project=cluster_lan.project, actor=operator, request=request)
+    network.nic_set_link(nic=instance.nics.get(index=1), actor=operator, up=False)
+    text = instance_manifest(instance, redact=False)
+    objects = list(yaml.safe_load_all(text))
+    for body in objects:
+        verdict = schemas.validate(body["kind"], body)
+        assert (verdict.causes, verdict.unknown) == ([], []), body["kind"]
+    domain = objects[-1]["spec"]["template"]["spec"]["domain"]
+    assert domain["firmware"]["bootloader"] == {"efi": {"secureBoot": True, "persistent": True}}
+    assert domain["devices"]["tpm"] == {"persistent": True}
+    assert domain["devices"]["interfaces"][1]["state"] == "down"
+    assert domain["devices"]["interfaces"][1]["model"] == "e1000"
+    client.CoreV1Api(api_client(kube_api)).create_namespace(
+        {"metadata": {"name": objects[-1]["metadata"]["namespace"]}}
+    )
+    kubectl_apply(kube_api, objects)
+    assert [sent for sent in kube_api.sent if sent.verdict.causes or sent.verdict.unknown] == []
+
+    plans = manifest_apply(sources=[("db.yaml", text)], actor=owner, dry_run=True)
+    assert [plan.diff() for plan in plans] == [
+        [f"  instance {instance.project.slug}/db (unchanged)"]
+    ]

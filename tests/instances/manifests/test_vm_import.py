@@ -140,3 +140,13 @@ def test_an_exports_placeholder_must_be_filled_in(refused, operator, owner, subn
         line.startswith(f"instance.yaml:{placeholder}: ") and "Fill in this placeholder" in line
         for line in refusal.problems
     )
+
+
+def test_the_project_comes_from_the_namespace_and_a_subnet_from_its_segment(apply, subnet):
+    text = (
+        VM.split("---")[0]
+        .replace("  annotations:\n    zopday.io/project: alpha\n", "  namespace: alpha\n")
+        .replace("backend-nad", subnet.segment)
+    )
+    assert "+ instance alpha/vm-1 (create)" in apply(text)
+    assert Instance.objects.get(name="vm-1").nics.filter(subnet=subnet).count() == 2
