@@ -38,15 +38,20 @@ HEADER = """\
 # Exported by the ZopDay console: `kubectl apply -f` this file to run the instance on a
 # cluster with KubeVirt, CDI and Multus; `manage.py apply -f` takes it back.
 """
+# Lines (their start, past the indent) that get a comment: the placeholders and the redaction.
 COMMENTS = {
-    f"https://{PLACEHOLDER}/": "FILL IN: an address the cluster can download this image from",
-    KERNEL_PLACEHOLDER: "FILL IN: an OCI image holding /boot/vmlinuz and /boot/initrd.img",
+    f"url: https://{PLACEHOLDER}/": "FILL IN: an address the cluster can download this image from",
+    f"image: {KERNEL_PLACEHOLDER}": "FILL IN: an OCI image with /boot/vmlinuz and /boot/initrd.img",
     f"{REDACTED_MARK}: ": "credentials hidden: only admins export them; apply refuses this",
 }
 
 
 class _Dumper(yaml.SafeDumper):
-    """Block style for multi-line text (user data, network config), as a person writes it."""
+    """Block style for multi-line text (user data, network config), as a person writes it; no
+    anchors for objects the mapping shares (a VM's labels and its template's)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 def _text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
@@ -56,6 +61,7 @@ def _text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
     return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
 
 
+_Dumper.add_representer(str, _text)
 _Dumper.add_multi_representer(str, _text)
 
 
@@ -63,10 +69,10 @@ def instance_manifest(instance: Instance, *, redact: bool) -> str:
     """The instance's objects as one multi-document YAML stream; `redact` leaves the user data
     out (for those who may not read it) and marks the export so apply refuses it."""
     objects = instance_objects(instance, redact=redact)
-    text = yaml.dump_all(objects, Dumper=_Dumper, sort_keys=False, width=100)
+    text = yaml.dump_all(objects, Dumper=_Dumper, sort_keys=False, width=100, allow_unicode=True)
     lines = []
     for line in text.splitlines():
-        notes = [note for marker, note in COMMENTS.items() if marker in line]
+        notes = [note for start, note in COMMENTS.items() if line.lstrip().startswith(start)]
         lines.append(f"{line}  # {notes[0]}" if notes else line)
     return HEADER + "\n".join(lines) + "\n"
 
