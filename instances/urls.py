@@ -6,6 +6,7 @@ from instances.views import (
     details,
     image_import,
     instances,
+    manifests,
     networking,
     power,
     projects,
@@ -37,6 +38,9 @@ urlpatterns = [
         INSTANCE + "console/<str:kind>/ticket/",
         consoles.console_ticket,
         name="instance-console-ticket",
+    ),
+    path(
+        INSTANCE + "manifest.yaml", manifests.instance_manifest_download, name="instance-manifest"
     ),
     path(INSTANCE + "serial.log", consoles.serial_log_download, name="instance-serial-log"),
     path(

@@ -6,6 +6,7 @@ from ninja import NinjaAPI
 from instances.api import disks, images, instances, keys, network, nics, projects
 from instances.api.auth import API_AUTH
 from instances.api.errors import install_error_handlers, respond
+from instances.manifests import endpoints as manifest_endpoints
 from provisioning import api as provisioning_api
 
 api = NinjaAPI(
@@ -22,6 +23,7 @@ api = NinjaAPI(
 install_error_handlers(api)
 for module in (projects, images, network, keys, instances, nics, disks):
     api.add_router("", module.router)
+api.add_router("", manifest_endpoints.router)
 api.add_router("", provisioning_api.router)
 
 

@@ -13,6 +13,7 @@ from pydantic import ValidationError as SchemaValidationError
 
 from instances.manifests.errors import ManifestInvalid, Problem, schema_problems
 from instances.manifests.schemas import DocumentIn
+from instances.manifests.vm_import import kubernetes_documents
 
 MERGE_TAG = "tag:yaml.org,2002:merge"
 
@@ -78,6 +79,11 @@ def _read(source: str, text: str) -> tuple[list[tuple[str, Any]], list[Problem]]
     return found, []
 
 
+def _is_kubernetes(data: object) -> bool:
+    """A Kubernetes object (a VirtualMachine and its companions), not a `kind: Instance`."""
+    return isinstance(data, dict) and "apiVersion" in data
+
+
 def documents_read(*, sources: list[tuple[str, str]]) -> list[Document]:
     """Parse every (name, text) source; raise ManifestInvalid listing every problem found."""
     documents: list[Document] = []
@@ -86,7 +92,21 @@ def documents_read(*, sources: list[tuple[str, str]]) -> list[Document]:
     for source, text in sources:
         found, unreadable = _read(source, text)
         problems += unreadable
+        kubernetes = [(where, data) for where, data in found if _is_kubernetes(data)]
+        if kubernetes:
+            from_kubernetes, refused = kubernetes_documents(source, text, kubernetes)
+            problems += refused
+            for document in (Document(*declared) for declared in from_kubernetes):
+                key = (document.project, document.name)
+                if key in first_seen:
+                    message = f"{document.name} is declared twice: also at {first_seen[key]}."
+                    problems.append(Problem(document.where, "name", message))
+                    continue
+                first_seen[key] = document.where
+                documents.append(document)
         for where, data in found:
+            if _is_kubernetes(data):
+                continue
             if not isinstance(data, dict):
                 problems.append(
                     Problem(where, "", "A document is a mapping: kind, project, name and spec.")

@@ -46,6 +46,11 @@ confirm_primary. A missing instance is created. An existing one is changed only 
 differs: run strategy, disk sizes, disks and interfaces added or left out (left-out disks are
 detached, not deleted), link states; other fields are fixed at creation. Every document is
 checked before anything changes, and either all changes are kept or none.
+
+A kubevirt.io/v1 VirtualMachine (with the Secret and NetworkAttachmentDefinitions it uses) is
+taken as an instance too, as the instance page's Export YAML writes it: its run strategy, CPU
+topology, memory, firmware, disks, interfaces and cloud-init become the instance's fields, and a
+field the console has no setting for is refused at its line.
 """
 
 
