@@ -8,6 +8,7 @@ from instances.models import Instance
 from instances.services import reconciler
 from instances.services.instances import instance_create
 from tests.factories import instance_request
+from tests.instances.platforms import PLATFORMS, Platform, platform_for
 from tests.instances.standins import LaunchingBackend
 
 
@@ -47,3 +48,9 @@ def starting(on_backend):
         return backend, on_backend(backend, power_state=PowerState.STARTING)
 
     return make
+
+
+@pytest.fixture(params=PLATFORMS)
+def platform(request) -> Platform:
+    """Each behaviour test that asks for it runs on this console's QEMU hosts and on KubeVirt."""
+    return platform_for(request)

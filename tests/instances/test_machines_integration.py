@@ -24,7 +24,7 @@ from tests import factories
 from tests.factories import ImageFactory
 from tests.instances.agent import agent_facts
 from tests.instances.boot_iso import write_boot_iso
-from tests.instances.platforms import PLATFORMS, Platform, platform_for
+from tests.instances.platforms import Platform
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -34,11 +34,6 @@ BOOT_TIMEOUT = 90
 @pytest.fixture
 def demo_image():
     return factories.demo_image()
-
-
-@pytest.fixture(params=PLATFORMS)
-def platform(request) -> Platform:
-    return platform_for(request)
 
 
 @pytest.fixture
