@@ -17,6 +17,8 @@ class ScriptedBackend:
     """Answers wait_powered_off from a script: True (off), False (not yet), an error, or a
     function whose answer counts (it acts meanwhile)."""
 
+    stop_cuts_power = False
+
     name = "scripted"
 
     def __init__(self, waits: list[object]) -> None:

@@ -223,23 +223,27 @@ class Controller:
         strategy = vm["spec"].get("runStrategy", "Halted")
         status = copy.deepcopy(vm.get("status", {}))
         note = self.notes.setdefault(key, {"off": strategy == "Manual", "ran": False})
+        started = False
         for request in status.pop("stateChangeRequests", []):
             note["off"] = request["action"] == "Stop"
+            started = request["action"] == "Start"
         vmi = self.store.find(VMI, namespace, name)
         deleting = key in self.stopping
         phase = vmi.get("status", {}).get("phase") if vmi else None
         if vmi is not None and phase in FINISHED and not deleting:
+            # a finished VMI stays (Stopped) until the strategy reruns it or a start replaces it
             rerun = strategy == "Always" or (strategy == "RerunOnFailure" and phase == "Failed")
-            note["off"] = not rerun
-            self._remove_vmi(vmi)
-            vmi = None
+            note["off"] = not (rerun or started)
+            if rerun or started or strategy == "Halted":
+                self._remove_vmi(vmi)
+                vmi = None
         wanted = {
             "Always": True,
             "RerunOnFailure": not note["off"],
             "Manual": not note["off"],
             "Once": not note["ran"],
         }.get(strategy, False)
-        if not wanted and vmi is not None and not deleting:
+        if not wanted and vmi is not None and not deleting and phase not in FINISHED:
             self._delete_vmi(vmi)
         volumes = _volume_names(vm["spec"]["template"]["spec"])
         if wanted and vmi is None and not deleting and self.cdi.ready(namespace, volumes):
@@ -264,7 +268,7 @@ class Controller:
         elif phase == "Running":
             printable = "Running"
         elif phase in FINISHED:
-            printable = "Stopped" if phase == "Succeeded" else "CrashLoopBackOff"
+            printable = "Stopped"  # CrashLoopBackOff is a rerun's back-off, which has none
         elif _unschedulable(vmi):
             printable = "ErrorUnschedulable"
         else:
