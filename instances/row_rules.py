@@ -5,6 +5,7 @@ disables it with its reason) and the action's service refuses by the same rule."
 from collections.abc import Callable
 from typing import Any
 
+from instances import backend_limits
 from instances.actions import configure, detach_disk, manage, revert_disk
 from instances.allowed import YES, Allowed, role_check
 from instances.choices import DiskRole, PowerState, Role, SnapshotState
@@ -46,7 +47,7 @@ def disk_resize(disk: Disk, role: Role | None) -> Allowed:
         return Allowed(
             False, "Only root and secondary disks can be resized.", hidden=True, field="size_gb"
         )
-    return YES
+    return backend_limits.disk_growth(disk)
 
 
 def disk_snapshot(disk: Disk, role: Role | None) -> Allowed:
@@ -65,7 +66,9 @@ def cdrom_change(disk: Disk, role: Role | None) -> Allowed:
     """Insert or eject a CD-ROM drive's media."""
     if disk.role != DiskRole.CDROM:
         return Allowed(False, f"{disk.name} is not a CD-ROM drive.", hidden=True, field="disk")
-    return disk_change(disk, role)
+    if not (allowed := disk_change(disk, role)):
+        return allowed
+    return backend_limits.media_change(disk)
 
 
 def _snapshot_busy(snapshot: DiskSnapshot) -> Allowed:

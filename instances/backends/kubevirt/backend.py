@@ -67,6 +67,9 @@ class KubevirtBackend:
     console_kinds = frozenset({"serial", "vnc"})  # KubeVirt has no exec channel into a guest
     keeps_serial_log = False
     stop_cuts_power = True  # KubeVirt's stop ends the run: the grace period, then the power cut
+    title = "KubeVirt"
+    grows_disks = False  # the console refuses these at the row (backend_limits)
+    changes_media_live = False
 
     def __init__(
         self,
