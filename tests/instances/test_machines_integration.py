@@ -14,6 +14,7 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
+from instances.backends import backend_named
 from instances.backends.base import MachineStatus
 from instances.choices import CarrierState, DiskRole, ImageKind, LastExit, PowerState, RunStrategy
 from instances.models import AuditEvent, GuestReport, Instance
@@ -96,7 +97,8 @@ def test_start_applies_the_seed_and_acpi_shutdown_powers_the_guest_off(
     assert "10.88.0.10/24" in run_in(platform, vm, "ip -4 addr show eth0")
     resolv = run_in(platform, vm, "cat /etc/resolv.conf")  # lan names none: the default ones
     assert "nameserver 1.1.1.1" in resolv and "nameserver 9.9.9.9" in resolv
-    facts = agent_facts(*platform.guest(vm))
+    # asked as the console asks (on KubeVirt the VMI says when the agent connected)
+    facts = agent_facts(backend_named(vm.backend), vm.machine_id)
     assert any("10.88.0.10/24" in iface.addresses for iface in facts.interfaces)
     assert vm.nics.get().carrier == CarrierState.UP
     guest_reports_all()  # the periodic ask, through the host's worker
@@ -203,12 +205,13 @@ def test_link_down_changes_the_carrier_the_guest_reports(
     )
     eth0.refresh_from_db()
     assert eth0.carrier == CarrierState.DOWN
-    assert carriers_reported(vm) == {eth0.mac: False}  # the guest's driver says so too
+    # the guest's driver says so too, once the agent's next answer is in
+    wait_for(lambda: carriers_reported(vm) == {eth0.mac: False}, "the agent's carrier down", 30)
     network.nic_set_link(nic=eth0, actor=operator, up=True)
     wait_for(
         lambda: run_in(platform, vm, "cat /sys/class/net/eth0/carrier") == "1", "carrier up", 30
     )
-    assert carriers_reported(vm) == {eth0.mac: True}
+    wait_for(lambda: carriers_reported(vm) == {eth0.mac: True}, "the agent's carrier up", 30)
     reconcile_host(vm.host)
     eth0.refresh_from_db()
     assert eth0.carrier == CarrierState.UP
