@@ -141,7 +141,10 @@ class KubevirtBackend:
         ended = vmi["metadata"]["uid"] if vmi else ""  # a run that finished: not this one
         objects.define(spec, where.placement, self.image_url)
         imports.forget_failed(objects, spec.id)  # import again, from the links just written
-        if where.placement.run_strategy != "Always":  # Always runs it once written so
+        if where.placement.run_strategy == "Once":  # virt-api refuses to start Once, but
+            if ended:  # its controller runs a new VMI once the finished one is gone
+                objects.delete_instance(spec.id)
+        elif where.placement.run_strategy != "Always":  # Always runs it once written so
             self._act(objects, spec.id, "start", {})
         deadline = time.monotonic() + START_TIMEOUT
         if problem := imports.await_imports(objects, spec, deadline):

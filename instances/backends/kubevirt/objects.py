@@ -118,6 +118,13 @@ class NamespaceObjects:
         )  # fmt: skip
         return None if found == 404 else found
 
+    def delete_instance(self, machine_id: str) -> None:
+        """Deletes the VirtualMachineInstance (a finished run); one already gone is fine."""
+        self._calling(
+            self.custom.delete_namespaced_custom_object, *KUBEVIRT, self.namespace,
+            "virtualmachineinstances", machine_id,
+        )  # fmt: skip
+
     def undefine(self, machine_id: str) -> None:
         """Deletes the VirtualMachine; the cluster's garbage collector takes what it owns (its
         instance, seed Secret and DataVolumes). One already gone is fine."""

@@ -77,8 +77,7 @@ class Controller:
         self.root = root
         self.cdi = Cdi(self.store, root)
         self.stopping: dict[tuple[str, str], Stopping] = {}
-        # what virt-controller remembers of a VM: stopped by request or by its guest ("off"),
-        # and whether a Once VM has run
+        # what virt-controller remembers of a VM: stopped by request or by its guest ("off")
         self.notes: dict[tuple[str, str], dict[str, bool]] = {}
         self.lock = threading.Lock()
         self.passes = 0  # reconcile passes done, for tests that wait for the controller to act
@@ -86,6 +85,7 @@ class Controller:
         for action in ("start", "stop", "restart"):
             api.actions[("virtualmachines", action)] = self._action(action)
         api.actions[("virtualmachineinstances", "softreboot")] = self._soft_reboot
+        api.deletions["VirtualMachineInstance"] = self._deleted
         api.streams[("virtualmachineinstances", "console")] = self._console("serial")
         api.streams[("virtualmachineinstances", "vnc")] = self._console("vnc")
         self.agent, self.live = AgentRelay(self), LiveUpdates(self)  # agent.py, live.py
@@ -121,6 +121,10 @@ class Controller:
                 vmi = self.store.find(VMI, namespace, name)
                 if action == "start" and vmi and vmi.get("status", {}).get("phase") == "Running":
                     raise ApiError(409, "Conflict", "VM is already running")
+                if action == "start" and strategy in ("Always", "Once"):
+                    raise ApiError(
+                        409, "Conflict", f"{strategy} does not support manual start requests"
+                    )
                 if action == "stop" and vmi is None and strategy in ("Halted", "Manual"):
                     raise ApiError(409, "Conflict", "VM is not running")
                 after = STRATEGY_AFTER.get(strategy, {}).get(action)
@@ -140,6 +144,15 @@ class Controller:
             self._wake()
 
         return act
+
+    def _deleted(self, namespace: str, name: str) -> Body:
+        """A DELETE of a VMI: its launcher pod ends (gracefully while the guest runs), then the
+        VMI goes; its VM's controller decides whether a new one runs."""
+        with self.lock:
+            vmi = self.store.get(VMI, namespace, name)
+            self._delete_vmi(vmi)
+        self._wake()
+        return vmi
 
     def _soft_reboot(self, namespace: str, name: str, body: Body) -> None:
         vmi = self.store.get(VMI, namespace, name)
@@ -216,13 +229,13 @@ class Controller:
 
     def _reconcile_vm(self, vm: Body) -> None:
         """The VMI the runStrategy wants: Always keeps one, RerunOnFailure brings back a failed
-        one, Once runs one once, Manual follows start and stop requests, Halted keeps none."""
+        one, Once runs one whenever none exists, Manual follows start and stop requests, Halted keeps none."""
         namespace, name = vm["metadata"]["namespace"], vm["metadata"]["name"]
         key = (namespace, name)
         self._data_volumes(vm)
         strategy = vm["spec"].get("runStrategy", "Halted")
         status = copy.deepcopy(vm.get("status", {}))
-        note = self.notes.setdefault(key, {"off": strategy == "Manual", "ran": False})
+        note = self.notes.setdefault(key, {"off": strategy == "Manual"})
         started = False
         for request in status.pop("stateChangeRequests", []):
             note["off"] = request["action"] == "Stop"
@@ -241,14 +254,13 @@ class Controller:
             "Always": True,
             "RerunOnFailure": not note["off"],
             "Manual": not note["off"],
-            "Once": not note["ran"],
+            "Once": True,  # a VMI whenever there is none; a finished one stays
         }.get(strategy, False)
         if not wanted and vmi is not None and not deleting and phase not in FINISHED:
             self._delete_vmi(vmi)
         volumes = _volume_names(vm["spec"]["template"]["spec"])
         if wanted and vmi is None and not deleting and self.cdi.ready(namespace, volumes):
             self._create_vmi(vm)
-            note["ran"] = True
         self.live.propagate(vm)
         status.update(self._vm_status(vm, self.store.find(VMI, namespace, name)))
         if wanted and not status["created"]:  # waiting for its disks' imports

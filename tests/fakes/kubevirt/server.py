@@ -30,6 +30,7 @@ Action = Callable[[str, str, Body], Body | None]
 # (plural, subresource) → opener(namespace, name): the unix socket a console websocket bridges to
 Stream = Callable[[str, str], Path]
 Admission = Callable[[str, Body], None]  # a validating webhook: raises ApiError to refuse
+Deletion = Callable[[str, str], Body]  # deletes (namespace, name) as its controller does
 CONSOLE_SUBPROTOCOL = "plain.kubevirt.io"
 # the body of a KubeVirt action, by its subresource (softreboot and the consoles take none)
 ACTION_OPTIONS = {
@@ -157,6 +158,7 @@ class FakeApiServer:
         self.actions: dict[tuple[str, str], Action] = {}
         self.streams: dict[tuple[str, str], Stream] = {}
         self.admissions: dict[str, Admission] = {}  # kind → KubeVirt's webhook for creates
+        self.deletions: dict[str, Deletion] = {}  # kind → what a DELETE sets going (a VMI's pod)
         self.tokens: dict[str, Subject] = {}
         self.requests: Counter[str] = Counter()  # "GET virtualmachines", "WATCH ...", ...
         self.sent: list[Sent] = []  # every object and action body, as validated
@@ -396,7 +398,10 @@ class _Handler(BaseHTTPRequestHandler):
             )
             self.answer(200, answer, warning)
         elif method == "DELETE" and route.name and not route.subresource:
-            self.answer(200, store.delete(resource, namespace, route.name))
+            if delete := self.api.deletions.get(resource.kind):
+                self.answer(200, delete(namespace, route.name))
+            else:
+                self.answer(200, store.delete(resource, namespace, route.name))
         else:
             raise ApiError(405, "MethodNotAllowed", f"{method} is not supported here")
 
