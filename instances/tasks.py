@@ -17,6 +17,7 @@ from instances.backends.base import BackendError
 from instances.models import Instance
 from instances.power_operations import POWER, POWER_OPERATIONS, PowerOperation
 from instances.services import (
+    cluster_settle,
     device_work,
     guest_reports,
     host_work,
@@ -200,6 +201,13 @@ def reconcile() -> None:
     """Fan out: each host's worker reconciles the instances it runs."""
     for host in _hosts():
         reconcile_host.apply_async(args=[host], queue=f"host.{host}", expires=10)
+    if cluster_settle.anything_stuck():
+        settle_stuck_on_clusters.apply_async(queue=settings.ZOPDAY_CLOUD_QUEUE, expires=10)
+
+
+@shared_task(name="instances.settle_stuck_on_clusters")
+def settle_stuck_on_clusters() -> None:
+    cluster_settle.settle_stuck_on_clusters()
 
 
 @shared_task(name="instances.guest_reports_host")

@@ -88,13 +88,7 @@ def _reconcile(instance: Instance, stuck_before: datetime) -> None:
     elif state in POWER_TRANSITIONAL and instance.state_changed_at < stuck_before:
         if _restart_lost(instance, running):
             return
-        settled = PowerState.RUNNING if running else PowerState.STOPPED
-        message = (
-            f"{instance.get_power_state_display()} did not finish within "
-            f"{STUCK_AFTER_SECONDS // 60} minutes (its worker may have stopped); the instance "
-            f"is {settled.label.lower()} on its host."
-        )
-        settle(instance.pk, state, settled, message, since=instance.state_changed_at)
+        settle_stuck(instance, running, "on its host")
     elif state == PowerState.RUNNING and status.links:
         report = GuestReport.objects.filter(instance=instance).first()
         for nic in instance.nics.all():
@@ -107,6 +101,18 @@ def _reconcile(instance: Instance, stuck_before: datetime) -> None:
             carrier = nic.carrier_seen(up, report)
             if nic.carrier != carrier:
                 NetworkInterface.objects.filter(pk=nic.pk).update(carrier=carrier)
+
+
+def settle_stuck(instance: Instance, running: bool, where: str) -> None:
+    """Settle a transitional state whose task was lost to what runs, saying so."""
+    settled = PowerState.RUNNING if running else PowerState.STOPPED
+    message = (
+        f"{instance.get_power_state_display()} did not finish within "
+        f"{STUCK_AFTER_SECONDS // 60} minutes (its worker may have stopped); the instance "
+        f"is {settled.label.lower()} {where}."
+    )
+    since = instance.state_changed_at
+    settle(instance.pk, instance.power_state, settled, message, since=since)
 
 
 def _restart_lost(instance: Instance, running: bool) -> bool:

@@ -114,14 +114,19 @@ def snapshot_failed(snapshot_id: int, state: str, message: str) -> None:
     )
 
 
+def stuck_snapshots(host: str, now: datetime | None = None) -> QuerySet[DiskSnapshot]:
+    """Snapshot work of this host's instances ("": a cluster's) that ran out of time."""
+    before = (now or timezone.now()) - timedelta(seconds=STUCK_AFTER_SECONDS)
+    return DiskSnapshot.objects.filter(
+        disk__instance__host=host, state__in=list(WORK), state_changed_at__lt=before
+    )
+
+
 def snapshots_settle_stuck(host: str, now: datetime | None = None) -> None:
     """Snapshots of this host's instances whose work did not finish in STUCK_AFTER_SECONDS
     (its worker stopped, its message was lost) fail with that reason: the user can retry or
     delete them, and an instance waiting for a revert can start again."""
-    before = (now or timezone.now()) - timedelta(seconds=STUCK_AFTER_SECONDS)
-    stuck = DiskSnapshot.objects.filter(
-        disk__instance__host=host, state__in=list(WORK), state_changed_at__lt=before
-    )
+    stuck = stuck_snapshots(host, now)
     minutes = STUCK_AFTER_SECONDS // 60
     for snapshot_id, state in stuck.values_list("pk", "state"):
         message = f"The host did not finish within {minutes} minutes (its worker may have stopped)."
