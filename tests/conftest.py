@@ -81,18 +81,29 @@ def api_for(request):
     return make
 
 
+def set_for_the_session(**values: object) -> None:
+    """Settings a session fixture sets, below any override the current test has made (its
+    `settings` changes, undone when it ends), so that they outlive the test that made them."""
+    from django.conf import UserSettingsHolder, settings
+
+    base = settings._wrapped
+    while isinstance(base, UserSettingsHolder):
+        base = base.default_settings
+    for name, value in values.items():
+        setattr(base, name, value)
+        settings.__dict__.pop(name, None)  # LazySettings keeps what it read
+
+
 @pytest.fixture(scope="session")
 def machines_root():
     """A short private folder for machine run folders, and a private network namespace, for
     this test run and its worker; every machine left running is stopped at the end."""
-    from django.conf import settings
-
     from instances.backends import backend_named
 
     root = Path(tempfile.mkdtemp(prefix="zq", dir="/tmp"))
     netns = f"zt{os.getpid()}"
     os.environ["ZOPDAY_MACHINES_DIR"], os.environ["ZOPDAY_NETNS"] = str(root), netns
-    settings.ZOPDAY_MACHINES_DIR, settings.ZOPDAY_NETNS = root, netns
+    set_for_the_session(ZOPDAY_MACHINES_DIR=root, ZOPDAY_NETNS=netns)
     backend_named.cache_clear()
     yield root
     backend = backend_named("qemu")

@@ -98,9 +98,6 @@ def control(ws: ClientConnection, kind: str, timeout: float = 30) -> dict:
             return json.loads(message)
 
 
-# QEMU's consoles through the proxy: tests/instances/consoles/ (here, after the UEFI test, the
-# proxy found no serial socket of the next QEMU guest: an open bug, not yet explained)
-@pytest.mark.parametrize("platform", ["kubevirt"], indirect=True)
 def test_a_default_instance_boots_bios_and_its_serial_and_vnc_consoles_go_through_the_proxy(
     platform, project, operator, owner, lan, proxy_url
 ):
