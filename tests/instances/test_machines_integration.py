@@ -224,7 +224,6 @@ def carriers_reported(vm: Instance) -> dict[str, bool | None]:
     return {interface["mac"]: interface["carrier"] for interface in report.interfaces}
 
 
-@pytest.mark.parametrize("platform", ["qemu"], indirect=True)  # the fake's nodes: user networking
 def test_two_instances_on_one_subnet_ping_each_other(platform, project, operator, demo_image, lan):
     a = platform.make(operator, demo_image, lan, "ping-a", "10.88.0.21")
     b = platform.make(operator, demo_image, lan, "ping-b", "10.88.0.22")

@@ -24,8 +24,10 @@ FORWARDING_OFF = (
 )
 
 
-def tap_name(machine_id: str, nic_name: str) -> str:
-    return "zt" + _digest(f"{machine_id}/{nic_name}")
+def tap_name(machine_id: str, nic_name: str, place: str = "") -> str:
+    """The NIC's tap; `place` (the backend's folder) keeps apart the taps of two backends that
+    share a namespace, as a migration's source and target do."""
+    return "zt" + _digest(f"{place}/{machine_id}/{nic_name}".removeprefix("/"))
 
 
 def bridge_name(network: str) -> str:
@@ -39,8 +41,8 @@ def _digest(text: str) -> str:
 class BridgedNetworks:
     """The namespace, its bridges and taps."""
 
-    def __init__(self, namespace: str, lock_file: Path, *, ip: str = "ip") -> None:
-        self.namespace = namespace
+    def __init__(self, namespace: str, lock_file: Path, *, place: str = "", ip: str = "ip") -> None:
+        self.namespace, self.place = namespace, place
         self.lock_file = lock_file
         self.ip = ip
         self._forwarding_off = False
@@ -58,7 +60,7 @@ class BridgedNetworks:
         """Make sure the segment's bridge and the NIC's tap exist and are up; the tap's name.
         The bridge holds the segment's gateway address (`10.77.0.1/24`), if it has one: the
         namespace then reaches the guests (`ip netns exec NS ssh spx@10.77.0.5`) and they it."""
-        tap, bridge = tap_name(machine_id, nic_name), bridge_name(network)
+        tap, bridge = tap_name(machine_id, nic_name, self.place), bridge_name(network)
         with self._lock():
             self._ensure_namespace()
             if not self._exists(bridge):

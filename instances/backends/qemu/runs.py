@@ -53,6 +53,7 @@ class QemuRuns:
         accel: str = "tcg",  # or "kvm", or "kvm:tcg": KVM guests hang on some hosts
         network_mode: str = "auto",  # "bridge" (L2 segments, needs root) or "user"
         namespace: str = "zopday",
+        network_lock: Path | None = None,  # shared by backends that share the namespace
         qemu_img: str = "qemu-img",
         swtpm: str = "swtpm",
         ovmf_dir: Path = OVMF_DIR,
@@ -79,7 +80,9 @@ class QemuRuns:
         elif network_mode == "bridge" and not BridgedNetworks.available():
             raise ValueError("bridge networking needs root and iproute2 (ip)")
         self.network_mode = network_mode
-        self.networks = BridgedNetworks(namespace, self.root / ".network.lock")
+        self.networks = BridgedNetworks(
+            namespace, network_lock or self.root / ".network.lock", place=str(self.root)
+        )
 
     def _run_folder(self, machine_id: str) -> RunFolder:
         if not MACHINE_ID.fullmatch(machine_id):

@@ -70,8 +70,9 @@ class Stopping:
 class Controller:
     """Reconciles every VM and VMI of the fake's store on its own thread."""
 
-    def __init__(self, api: Any, root: Path, registry: dict[str, Path]) -> None:
+    def __init__(self, api: Any, root: Path, registry: dict[str, Path], netns: str = "") -> None:
         self.api, self.store = api, api.store
+        self.netns = netns  # where the nodes' bridges are (Multus's bridge CNI); "": user-mode
         self.registry = registry  # OCI reference → the folder its image holds (a kernel image)
         self.nodes: dict[str, QemuBackend] = {}
         self.root = root
@@ -101,7 +102,12 @@ class Controller:
             (self.root / node).mkdir(exist_ok=True)
             if not (self.root / node / "disks").exists():
                 (self.root / node / "disks").symlink_to(self.root / "disks")
-            self.nodes[node] = QemuBackend(self.root / node, network_mode="user")
+            self.nodes[node] = QemuBackend(
+                self.root / node,
+                network_mode="bridge" if self.netns else "user",
+                namespace=self.netns or "zopday",
+                network_lock=self.root / ".network.lock",
+            )
         return self.nodes[node]
 
     def stop(self) -> None:

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from kubernetes import client
 
 from instances.backends.kubevirt.connection import USER_AGENT
@@ -62,14 +63,17 @@ KERNEL_IMAGE = "registry.local/zopday/demo-kernel:1"
 
 
 @pytest.fixture
-def kubevirt(kube_api: FakeApiServer) -> Iterator[Controller]:
+def kubevirt(kube_api: FakeApiServer, machines_root: Path) -> Iterator[Controller]:
     """The fake with its controller: VMIs run as real QEMU guests of the demo image, on three
     nodes (node-1 and node-3 in zone-a, node-2 in zone-b) whose backend folders live under a
-    short /tmp path and share one disk folder."""
+    short /tmp path and share one disk folder, and whose Multus networks are bridges of the
+    test run's own network namespace, one L2 segment across the nodes."""
     if not (DEMO_IMAGE / "vmlinuz").is_file():
         pytest.fail("the demo image is not built (bin/zop test builds it)")
     root = Path(tempfile.mkdtemp(dir="/tmp", prefix="zk"))
-    controller = Controller(kube_api, root, registry={KERNEL_IMAGE: DEMO_IMAGE})
+    controller = Controller(
+        kube_api, root, registry={KERNEL_IMAGE: DEMO_IMAGE}, netns=settings.ZOPDAY_NETNS
+    )
     yield controller
     controller.stop()
     shutil.rmtree(root, ignore_errors=True)
