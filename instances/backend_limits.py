@@ -1,5 +1,5 @@
-"""What a backend's machines cannot do that the console offers for their disks (growing one,
-changing a CD-ROM's media while running): the row refuses it, with the reason, before any work."""
+"""What a backend's machines cannot do that the console offers for their disks (changing a
+CD-ROM's media while running): the row refuses it, with the reason, before any work."""
 
 from instances.allowed import YES, Allowed
 from instances.backends import backend_available, backend_named
@@ -13,14 +13,6 @@ def _backend(name: str) -> object | None:
 
 def _title(backend: object) -> str:
     return str(getattr(backend, "title", getattr(backend, "name", "")))
-
-
-def disk_growth(disk: Disk) -> Allowed:
-    """Whether the backend that holds the disk grows it (KubeVirt does not)."""
-    backend = _backend(disk.instance.backend if disk.instance else disk.backend)
-    if backend is None or getattr(backend, "grows_disks", True):
-        return YES
-    return Allowed(False, f"{_title(backend)} cannot grow disks: give the instance a new disk.")
 
 
 def media_change(disk: Disk) -> Allowed:

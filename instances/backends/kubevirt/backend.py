@@ -28,7 +28,7 @@ from instances.backends.base import (
     Power,
     RemoteConsole,
 )
-from instances.backends.kubevirt import devices, guest, imports, migrations
+from instances.backends.kubevirt import devices, expansion, guest, imports, migrations
 from instances.backends.kubevirt.connection import (
     TIMEOUT,
     ClusterAccess,
@@ -68,7 +68,6 @@ class KubevirtBackend:
     keeps_serial_log = False
     stop_cuts_power = True  # KubeVirt's stop ends the run: the grace period, then the power cut
     title = "KubeVirt"
-    grows_disks = False  # the console refuses these at the row (backend_limits)
     changes_media_live = False
 
     def __init__(
@@ -288,9 +287,11 @@ class KubevirtBackend:
         objects, _ = self._at(machine_id)
         return guest.guest_facts(objects, machine_id)
 
-    # ---- what comes next -------------------------------------------------------------------
     def resize_disk(self, spec: MachineSpec, disk: DiskSpec) -> None:
-        raise NotOnKubevirt("Growing a disk")
+        """Grow the disk's volume (expansion.py); a running guest sees it grow."""
+        expansion.resize_disk(self._at(spec.id)[0], spec.id, disk)
+
+    # ---- what comes next -------------------------------------------------------------------
 
     def snapshot_disks(
         self, machine_id: str, disks: Sequence[DiskSpec], snapshot_name: str

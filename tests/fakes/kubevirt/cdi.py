@@ -20,7 +20,7 @@ from pathlib import Path
 
 from tests.fakes.kubevirt.store import BY_KIND, ApiError, Body, Store
 
-DATA_VOLUME = BY_KIND["DataVolume"]
+DATA_VOLUME, PVC = BY_KIND["DataVolume"], BY_KIND["PersistentVolumeClaim"]
 RANGE_BYTES = 8 * 1024 * 1024  # one read of the importer
 BACKOFF = (1.0, 2.0, 4.0, 8.0)  # seconds before each retry of a failed import, then the last
 
@@ -123,6 +123,29 @@ class Cdi:
             return False
         return True
 
+    def _claim(self, volume: Body) -> None:
+        """The DataVolume's PersistentVolumeClaim of its name, bound at the size it asks for
+        and owned by it (the garbage collector takes it with the DataVolume)."""
+        meta, spec = volume["metadata"], volume["spec"]
+        requests = spec.get("storage", spec.get("pvc", {})).get("resources", {}).get("requests", {})
+        size = str(requests.get("storage", "1Gi"))
+        owner = {
+            "apiVersion": volume["apiVersion"], "kind": "DataVolume", "name": meta["name"],
+            "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True,
+        }  # fmt: skip
+        claim: Body = {
+            "metadata": {"name": meta["name"], "ownerReferences": [owner]},
+            "spec": {"accessModes": ["ReadWriteOnce"], "volumeMode": "Filesystem",
+                     "resources": {"requests": {"storage": size}}},
+        }  # fmt: skip
+        try:
+            made = self.store.create(PVC, meta["namespace"], claim)
+        except ApiError:  # made already (an import tried again)
+            return
+        made["status"] = {"phase": "Bound", "accessModes": ["ReadWriteOnce"],
+                          "capacity": {"storage": size}}  # fmt: skip
+        self.store.replace(PVC, meta["namespace"], made, status=True)
+
     def _populate(self, volume: Body) -> None:
         name = volume["metadata"]["name"]
         bound = _condition("Bound", True, "Bound", f"PVC {name} Bound")
@@ -132,6 +155,7 @@ class Cdi:
         ]}  # fmt: skip
         if not self._write(volume, status):
             return
+        self._claim(volume)
         status.update(phase="ImportScheduled", conditions=[
             bound, _condition("Ready", False), _condition("Running", False),
         ])  # fmt: skip

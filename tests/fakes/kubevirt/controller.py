@@ -31,6 +31,7 @@ from instances.backends.base import (
 from instances.backends.qemu import QemuBackend
 from tests.fakes.kubevirt.agent import AgentRelay
 from tests.fakes.kubevirt.cdi import Cdi
+from tests.fakes.kubevirt.expansion import Expansion
 from tests.fakes.kubevirt.live import LiveUpdates
 from tests.fakes.kubevirt.migrations import Migrations
 from tests.fakes.kubevirt.snapshots import Snapshots
@@ -90,7 +91,7 @@ class Controller:
         api.streams[("virtualmachineinstances", "console")] = self._console("serial")
         api.streams[("virtualmachineinstances", "vnc")] = self._console("vnc")
         self.agent, self.live = AgentRelay(self), LiveUpdates(self)  # agent.py, live.py
-        self.snapshots = Snapshots(self)
+        self.snapshots, self.expansion = Snapshots(self), Expansion(self)
         self.migrations = Migrations(self)
         self.closing = threading.Event()
         self.thread = threading.Thread(target=self._loop, daemon=True)
@@ -223,6 +224,7 @@ class Controller:
             self._reconcile_vmi(vmi)
         self.snapshots.reconcile()
         self.migrations.reconcile()
+        self.expansion.reconcile()
         placed = {self._machine_id(vmi) for vmi in self.store.list(VMI, None, lambda b: True)[0]}
         for backend in self.nodes.values():  # a VMI deleted with its VM: virt-handler's cleanup
             for machine_id in set(backend.running_machines()) - placed:
@@ -460,15 +462,12 @@ class Controller:
             size, source, cdrom = 1, None, "cdrom" in device
             if "dataVolume" in volume:
                 source = self.cdi.disk_file(namespace, volume["dataVolume"]["name"], cdrom=cdrom)
-                data_volume = self.store.find(DATA_VOLUME, namespace, volume["dataVolume"]["name"])
+                name = volume["dataVolume"]["name"]
+                data_volume = self.store.find(DATA_VOLUME, namespace, name)
                 request = (data_volume or {}).get("spec", {}).get("storage", {})
-                size = max(
-                    1,
-                    _quantity_mb(
-                        request.get("resources", {}).get("requests", {}).get("storage", "1Gi")
-                    )
-                    // 1024,
-                )
+                asked = request.get("resources", {}).get("requests", {}).get("storage", "1Gi")
+                has = self.expansion.capacity(namespace, name)  # grown since, maybe
+                size = max(1, _quantity_mb(has or asked) // 1024)
             disks.append(DiskSpec(
                 name=device["name"], role="cdrom" if cdrom else ("root" if index == 0 else "secondary"),
                 bus="sata" if cdrom else device.get("disk", {}).get("bus", "virtio"),

@@ -18,6 +18,7 @@ OPENAPI = Path(__file__).parent / "openapi"
 # knows them natively; Multus's CRD declares only spec.config).
 _META = {"$ref": "#/definitions/k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta"}
 _TYPE_META = {"apiVersion": {"type": "string"}, "kind": {"type": "string"}}
+_QUANTITY = {"type": "string", "format": "int-or-string"}
 _OWN_KINDS: dict[str, dict[str, Any]] = {
     "Namespace": {"type": "object", "properties": {**_TYPE_META, "metadata": _META}},
     "Secret": {
@@ -28,6 +29,30 @@ _OWN_KINDS: dict[str, dict[str, Any]] = {
             "type": {"type": "string"},
             "data": {"type": "object", "additionalProperties": {"type": "string"}},
             "stringData": {"type": "object", "additionalProperties": {"type": "string"}},
+        },
+    },
+    "PersistentVolumeClaim": {  # the console grows a disk's claim (spec.resources.requests)
+        "type": "object",
+        "properties": {
+            **_TYPE_META,
+            "metadata": _META,
+            "spec": {
+                "type": "object",
+                "properties": {
+                    "accessModes": {"type": "array", "items": {"type": "string"}},
+                    "volumeMode": {"type": "string"},
+                    "storageClassName": {"type": "string"},
+                    "volumeName": {"type": "string"},
+                    "resources": {
+                        "type": "object",
+                        "properties": {
+                            "requests": {"type": "object", "additionalProperties": _QUANTITY},
+                            "limits": {"type": "object", "additionalProperties": _QUANTITY},
+                        },
+                    },
+                },
+            },
+            "status": {"type": "object"},
         },
     },
     "NetworkAttachmentDefinition": {
