@@ -89,6 +89,6 @@ def await_imports(objects: NamespaceObjects, spec: MachineSpec, deadline: float)
                     done.discard(name)
                 if not wanted - done:
                     return ""
-        except client.ApiException as error:
+        except Exception as error:  # the API's refusal, or the connection's
             raise refusal(error, objects.api.configuration.host) from None
     return ""

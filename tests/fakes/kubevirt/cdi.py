@@ -8,6 +8,7 @@ Succeeded, with the Bound, Ready and Running conditions CDI writes. A failed imp
 ImportInProgress with Running False for reason Error, its message CDI's, and is retried with a
 back-off (restartCount counts the tries), as CDI restarts its importer pod."""
 
+import contextlib
 import copy
 import json
 import shutil
@@ -137,14 +138,11 @@ class Cdi:
             "metadata": {"name": meta["name"], "ownerReferences": [owner]},
             "spec": {"accessModes": ["ReadWriteOnce"], "volumeMode": "Filesystem",
                      "resources": {"requests": {"storage": size}}},
+            "status": {"phase": "Bound", "accessModes": ["ReadWriteOnce"],
+                       "capacity": {"storage": size}},
         }  # fmt: skip
-        try:
-            made = self.store.create(PVC, meta["namespace"], claim)
-        except ApiError:  # made already (an import tried again)
-            return
-        made["status"] = {"phase": "Bound", "accessModes": ["ReadWriteOnce"],
-                          "capacity": {"storage": size}}  # fmt: skip
-        self.store.replace(PVC, meta["namespace"], made, status=True)
+        with contextlib.suppress(ApiError):  # made already (an import tried again)
+            self.store.create(PVC, meta["namespace"], claim)
 
     def _populate(self, volume: Body) -> None:
         name = volume["metadata"]["name"]

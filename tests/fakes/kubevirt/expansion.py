@@ -38,8 +38,8 @@ class Expansion:
         for claim in claims:
             wanted = claim["spec"].get("resources", {}).get("requests", {}).get("storage")
             has = claim.get("status", {}).get("capacity", {}).get("storage")
-            if not wanted or (has and parse_quantity(has) >= parse_quantity(wanted)):
-                continue
+            if not (wanted and has) or parse_quantity(has) >= parse_quantity(wanted):
+                continue  # not bound yet, or as large as asked
             namespace, name = claim["metadata"]["namespace"], claim["metadata"]["name"]
             status = claim.setdefault("status", {})
             status["capacity"] = {**status.get("capacity", {}), "storage": wanted}
