@@ -159,3 +159,14 @@ def running(project, operator, subnet):
 def fast_password_hashing(settings):
     """Tests create many users; the production hasher is slow on purpose."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def image_server():
+    """A threaded HTTP server on loopback serving image files, slow or broken on demand
+    (tests.image_server)."""
+    from tests.image_server import ImageServer
+
+    server = ImageServer()
+    yield server
+    server.stop()

@@ -80,6 +80,7 @@ class ImageServer:
             handler.send_response(302)
             handler.send_header("Location", route.redirect_to)
             handler.send_header("Content-Length", "0")
+            handler.send_header("Connection", "close")
             handler.end_headers()
             return
         handler.send_response(route.status)

@@ -165,11 +165,6 @@ def _progress(image_import: ImageImport, done: int, rate: float) -> None:
 def _convert_raw(part: Path, converted: Path) -> None:
     """A raw disk as qcow2; a file that is some other format, or no disk, is refused."""
     qemu_img = QemuImg()
-    if part.stat().st_size % 512:
-        raise url_fetch.FetchError(
-            "This is not a raw disk image (its size is not a whole number of 512-byte "
-            "sectors): check the address, or choose the file's own format."
-        )
     try:
         probed = qemu_img.info(part).get("format", "raw")
         if probed != "raw":
@@ -177,6 +172,11 @@ def _convert_raw(part: Path, converted: Path) -> None:
                 f"This file is a {probed} image, not a raw disk: import it as {probed}."
                 if probed in ImportFormat.values
                 else f"This file is a {probed} image, not a raw disk: convert it to qcow2."
+            )
+        if part.stat().st_size % 512:
+            raise url_fetch.FetchError(
+                "This is not a raw disk image (its size is not a whole number of 512-byte "
+                "sectors): check the address, or choose the file's own format."
             )
         qemu_img.convert_raw(part, converted)
     except BackendError as error:
