@@ -1,0 +1,131 @@
+"""URL imports run by a real Celery worker (on a host queue of its own, with its own images
+folder), from a real HTTP server on loopback: an import with a checksum lands and an instance
+boots from it to its prompt; a cancelled import leaves nothing."""
+
+import hashlib
+import time
+import uuid
+
+import pytest
+from django.urls import reverse
+
+from instances.backends import backend_named
+from instances.choices import ImportStatus, PowerState
+from instances.models import Image, ImageImport, Instance
+from instances.services import power
+from instances.services.instances import NicRequest, instance_create
+from tests import factories
+from tests.broker import BrokerQueue
+from tests.factories import SubnetFactory
+from tests.fakes.kubevirt.boot_disk import build_boot_disk
+from tests.services import start_celery_worker_on, stop
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+TIMEOUT = 90
+
+
+@pytest.fixture
+def import_host(django_db_setup, machines_root, tmp_path, settings):
+    """A worker of a host of this test's own, which keeps images in the test's folder."""
+    host = f"imp-{uuid.uuid4().hex[:8]}"
+    settings.ZOPDAY_HOST, settings.ZOPDAY_IMAGES_DIR = host, tmp_path / "images"
+    env = {"ZOPDAY_HOST": host, "ZOPDAY_IMAGES_DIR": str(settings.ZOPDAY_IMAGES_DIR)}
+    process = start_celery_worker_on(tmp_path / "worker.log", f"host.{host}", env)
+    yield host
+    stop(process)
+    BrokerQueue(f"host.{host}").forget()
+
+
+def wait_for(predicate, what: str, timeout: float = TIMEOUT):
+    deadline = time.monotonic() + timeout
+    while not (result := predicate()):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+    return result
+
+
+def settled(image_import: ImageImport) -> ImageImport:
+    def ended() -> bool:
+        image_import.refresh_from_db()
+        return image_import.status not in (
+            ImportStatus.QUEUED, ImportStatus.RUNNING, ImportStatus.CANCELLING
+        )  # fmt: skip
+
+    wait_for(ended, f"the import of {image_import.name} to end")
+    return image_import
+
+
+def left_in(images_dir) -> list[str]:
+    folder = images_dir / "uploads" / "alpha"
+    return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+
+
+def start(client, project, **fields) -> ImageImport:
+    data = {"name": "demo-disk", "format": "qcow2", "os_type": "linux", "sha256": "", **fields}
+    url = reverse("image-url-import", args=[project.slug])
+    response = client.post(url, {f"import-{key}": value for key, value in data.items()})
+    assert response.status_code == 302, response.text
+    return ImageImport.objects.latest("pk")
+
+
+def test_an_import_with_a_checksum_lands_and_an_instance_boots_from_it(
+    import_host, client_for, project, operator, image_server, tmp_path, settings
+):
+    disk = build_boot_disk(tmp_path)
+    image_server.serve("/demo-boot.qcow2", disk, rate=4 * 1024 * 1024)
+    image_import = start(
+        client_for("operator"), project, url=image_server.url("/demo-boot.qcow2"),
+        sha256=hashlib.sha256(disk.read_bytes()).hexdigest(),
+    )  # fmt: skip
+    assert settled(image_import).status == ImportStatus.DONE, image_import.message
+    image = Image.objects.get(pk=image_import.image_id)
+    assert image.file.read_bytes() == disk.read_bytes()
+    assert left_in(settings.ZOPDAY_IMAGES_DIR) == [f"{image.pk}.qcow2"]
+
+    lan = SubnetFactory(project=project, name="lan", cidr_v4="10.87.0.0/24",
+                        gateway="10.87.0.1", dns_resolvers="")  # fmt: skip
+    request = factories.instance_request(
+        lan, image=image, name="from-url", root_size_gb=image.min_disk_gb,
+        nics=[NicRequest(lan, ipv4="10.87.0.10")],
+    )  # fmt: skip
+    vm = instance_create(project=project, actor=operator, request=request)
+    power.instance_start(instance=vm, actor=operator)
+
+    def running() -> bool:
+        vm.refresh_from_db()
+        return vm.power_state == PowerState.RUNNING
+
+    wait_for(running, "the instance to run")
+    log = backend_named("qemu").serial_log(vm.machine_id)
+    wait_for(lambda: log.exists() and b"root@from-url:/# " in log.read_bytes(), "its prompt")
+    power.instance_force_stop(instance=vm, actor=operator)
+    wait_for(
+        lambda: Instance.objects.get(pk=vm.pk).power_state == PowerState.STOPPED, "a stop", 30
+    )
+
+
+def test_a_cancelled_import_stops_its_download_and_leaves_nothing(
+    import_host, client_for, project, image_server, settings
+):
+    body = b"\0" * (8 * 1024 * 1024)
+    route = image_server.serve("/big.img", body, rate=256 * 1024)
+    image_import = start(client_for("operator"), project, format="raw",
+                         url=image_server.url("/big.img"))  # fmt: skip
+
+    def moving() -> bool:
+        image_import.refresh_from_db()
+        return image_import.bytes_done > 0
+
+    wait_for(moving, "the download to start")
+    page = client_for("viewer").get(reverse("image-list", args=[project.slug])).text
+    assert f'id="import-{image_import.pk}-progress"' in page
+    assert "Cancel the import" not in page  # a viewer has no Cancel
+    cancel = reverse("image-url-import-cancel", args=[project.slug, image_import.pk])
+    assert client_for("viewer").post(cancel).status_code == 403
+    page = client_for("operator").post(cancel, follow=True).text
+    assert "Cancelling the import of demo-disk." in page
+    assert settled(image_import).status == ImportStatus.CANCELLED
+    assert route.sent < len(body)
+    assert not Image.objects.exists()
+    assert left_in(settings.ZOPDAY_IMAGES_DIR) == []
