@@ -100,9 +100,7 @@ def test_an_import_with_a_checksum_lands_and_an_instance_boots_from_it(
     log = backend_named("qemu").serial_log(vm.machine_id)
     wait_for(lambda: log.exists() and b"root@from-url:/# " in log.read_bytes(), "its prompt")
     power.instance_force_stop(instance=vm, actor=operator)
-    wait_for(
-        lambda: Instance.objects.get(pk=vm.pk).power_state == PowerState.STOPPED, "a stop", 30
-    )
+    wait_for(lambda: Instance.objects.get(pk=vm.pk).power_state == PowerState.STOPPED, "a stop", 30)
 
 
 def test_a_cancelled_import_stops_its_download_and_leaves_nothing(
