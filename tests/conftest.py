@@ -170,3 +170,21 @@ def image_server():
     server = ImageServer()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def import_host(django_db_setup, machines_root, tmp_path, settings):
+    """This test's own host: a real worker on its queue keeps images in the test's folder;
+    URL imports and instances created meanwhile go to it."""
+    import uuid
+
+    from tests.broker import BrokerQueue
+    from tests.services import start_celery_worker_on, stop
+
+    host = f"imp-{uuid.uuid4().hex[:8]}"
+    settings.ZOPDAY_HOST, settings.ZOPDAY_IMAGES_DIR = host, tmp_path / "images"
+    env = {"ZOPDAY_HOST": host, "ZOPDAY_IMAGES_DIR": str(settings.ZOPDAY_IMAGES_DIR)}
+    process = start_celery_worker_on(tmp_path / "worker.log", f"host.{host}", env)
+    yield host
+    stop(process)
+    BrokerQueue(f"host.{host}").forget()

@@ -4,7 +4,6 @@ boots from it to its prompt; a cancelled import leaves nothing."""
 
 import hashlib
 import time
-import uuid
 
 import pytest
 from django.urls import reverse
@@ -15,26 +14,12 @@ from instances.models import Image, ImageImport, Instance
 from instances.services import power
 from instances.services.instances import NicRequest, instance_create
 from tests import factories
-from tests.broker import BrokerQueue
 from tests.factories import SubnetFactory
 from tests.fakes.kubevirt.boot_disk import build_boot_disk
-from tests.services import start_celery_worker_on, stop
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 TIMEOUT = 90
-
-
-@pytest.fixture
-def import_host(django_db_setup, machines_root, tmp_path, settings):
-    """A worker of a host of this test's own, which keeps images in the test's folder."""
-    host = f"imp-{uuid.uuid4().hex[:8]}"
-    settings.ZOPDAY_HOST, settings.ZOPDAY_IMAGES_DIR = host, tmp_path / "images"
-    env = {"ZOPDAY_HOST": host, "ZOPDAY_IMAGES_DIR": str(settings.ZOPDAY_IMAGES_DIR)}
-    process = start_celery_worker_on(tmp_path / "worker.log", f"host.{host}", env)
-    yield host
-    stop(process)
-    BrokerQueue(f"host.{host}").forget()
 
 
 def wait_for(predicate, what: str, timeout: float = TIMEOUT):
