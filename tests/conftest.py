@@ -174,17 +174,12 @@ def image_server():
 
 @pytest.fixture
 def import_host(django_db_setup, machines_root, tmp_path, settings):
-    """This test's own host: a real worker on its queue keeps images in the test's folder;
-    URL imports and instances created meanwhile go to it."""
-    import uuid
+    """This test's own host (tests.services.HostOfImports): a real worker on its queue keeps
+    images in the test's folder; URL imports and instances created meanwhile go to it."""
+    from tests.services import HostOfImports
 
-    from tests.broker import BrokerQueue
-    from tests.services import start_celery_worker_on, stop
-
-    host = f"imp-{uuid.uuid4().hex[:8]}"
-    settings.ZOPDAY_HOST, settings.ZOPDAY_IMAGES_DIR = host, tmp_path / "images"
-    env = {"ZOPDAY_HOST": host, "ZOPDAY_IMAGES_DIR": str(settings.ZOPDAY_IMAGES_DIR)}
-    process = start_celery_worker_on(tmp_path / "worker.log", f"host.{host}", env)
+    host = HostOfImports(tmp_path)
+    settings.ZOPDAY_HOST, settings.ZOPDAY_IMAGES_DIR = host.name, host.images
+    host.start()
     yield host
-    stop(process)
-    BrokerQueue(f"host.{host}").forget()
+    host.stop()

@@ -1,6 +1,7 @@
 """URL imports run by a real Celery worker (on a host queue of its own, with its own images
 folder), from a real HTTP server on loopback: an import with a checksum lands and an instance
-boots from it to its prompt; a cancelled import leaves nothing."""
+boots from it to its prompt; a cancelled import leaves nothing; one whose worker is killed is
+marked interrupted, leaves nothing, and lands when retried."""
 
 import hashlib
 import time
@@ -11,7 +12,8 @@ from django.urls import reverse
 from instances.backends import backend_named
 from instances.choices import ImportStatus, PowerState
 from instances.models import Image, ImageImport, Instance
-from instances.services import power
+from instances.services import image_import_work, power
+from instances.services.image_import_work import image_imports_sweep
 from instances.services.instances import NicRequest, instance_create
 from tests import factories
 from tests.factories import SubnetFactory
@@ -112,3 +114,37 @@ def test_a_cancelled_import_stops_its_download_and_leaves_nothing(
     assert route.sent < len(body)
     assert not Image.objects.exists()
     assert left_in(settings.ZOPDAY_IMAGES_DIR) == []
+
+
+def test_an_import_whose_worker_is_killed_is_marked_interrupted_and_lands_when_retried(
+    import_host, client_for, project, image_server, settings, monkeypatch
+):
+    body = b"\0" * (4 * 1024 * 1024)
+    route = image_server.serve("/disk.img", body, hold_after=1024 * 1024)
+    image_import = start(client_for("operator"), project, format="raw",
+                         url=image_server.url("/disk.img"))  # fmt: skip
+    part = settings.ZOPDAY_IMAGES_DIR / "uploads" / "alpha" / f".import-{image_import.pk}.part"
+    wait_for(lambda: route.sent >= 1024 * 1024 and part.exists(), "the download to hold")
+    import_host.kill()
+
+    monkeypatch.setattr(image_import_work, "STALE_SECONDS", 1)  # no beat for a second: dead
+
+    def interrupted() -> bool:
+        image_imports_sweep()
+        image_import.refresh_from_db()
+        return image_import.status == ImportStatus.FAILED
+
+    wait_for(interrupted, "the sweep to mark the import interrupted", 30)
+    assert image_import.message.startswith("Interrupted: the worker stopped during the import")
+    assert left_in(settings.ZOPDAY_IMAGES_DIR) == [] and not Image.objects.exists()
+    page = client_for("viewer").get(reverse("image-list", args=[project.slug])).text
+    assert f'id="import-{image_import.pk}-url-error">Interrupted' in page
+
+    route.release.set()
+    import_host.start()
+    retry = reverse("image-url-import-retry", args=[project.slug, image_import.pk])
+    assert "Importing demo-disk again." in client_for("operator").post(retry, follow=True).text
+    assert settled(image_import).status == ImportStatus.DONE, image_import.message
+    assert image_import.attempt == 2
+    image = Image.objects.get(pk=image_import.image_id)
+    assert left_in(settings.ZOPDAY_IMAGES_DIR) == [f"{image.pk}.qcow2"]
