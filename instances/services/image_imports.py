@@ -114,9 +114,15 @@ def image_import_retry(*, image_import: ImageImport, actor: AbstractBaseUser) ->
 
 def image_import_dismiss(*, image_import: ImageImport, actor: AbstractBaseUser) -> None:
     """Forget a finished import's record (its image, if any, stays)."""
-    actions.require(actions.manage(project_role(actor, image_import.project)))
-    if not ImageImport.objects.filter(pk=image_import.pk, status__in=IMPORT_TERMINAL).delete()[0]:
-        raise ActionRefused(f"The import of {image_import.name} is still running: cancel it.")
+    project = image_import.project
+    actions.require(actions.manage(project_role(actor, project)))
+    with transaction.atomic():
+        audit_record(
+            actor=actor, action="image.import.dismiss", project=project, target=image_import
+        )
+        finished = ImageImport.objects.filter(pk=image_import.pk, status__in=IMPORT_TERMINAL)
+        if not finished.delete()[0]:
+            raise ActionRefused(f"The import of {image_import.name} is still running: cancel it.")
 
 
 def _checksum(value: str) -> str:

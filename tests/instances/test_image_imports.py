@@ -267,3 +267,25 @@ def test_an_import_whose_worker_stopped_is_marked_interrupted_and_can_be_retried
     assert "Importing noble again." in client_for("operator").post(retry, follow=True).text
     assert run_latest().status == ImportStatus.DONE
     assert Image.objects.filter(name="noble").exists()
+
+
+def test_an_operator_cancels_a_queued_import_then_dismisses_it(client_for, project, image_server):
+    image_server.serve("/ok", b"x")
+    start(client_for("operator"), project, url=image_server.url("/ok"))
+    image_import = ImageImport.objects.get()
+    dismiss = reverse("image-url-import-dismiss", args=[project.slug, image_import.pk])
+    page = client_for("operator").post(dismiss, follow=True).text
+    assert "The import of noble is still running: cancel it." in page
+    cancel = reverse("image-url-import-cancel", args=[project.slug, image_import.pk])
+    assert (
+        "Cancelling the import of noble." in client_for("operator").post(cancel, follow=True).text
+    )
+    image_import.refresh_from_db()
+    assert image_import.status == ImportStatus.CANCELLED
+    image_import_run(image_import.pk, image_import.attempt)  # its message, arriving late
+    assert ImageImport.objects.get().status == ImportStatus.CANCELLED
+    assert image_server.routes["/ok"].requests == 1  # the probe only
+    assert "Import of noble dismissed." in client_for("operator").post(dismiss, follow=True).text
+    assert not ImageImport.objects.exists() and not Image.objects.exists()
+    actions = set(AuditEvent.objects.values_list("action", flat=True))
+    assert {"image.import", "image.import.cancel", "image.import.dismiss"} <= actions
