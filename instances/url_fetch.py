@@ -2,6 +2,8 @@
 timeout (no bytes for that long) and a redirect limit. Every failure is a FetchError whose
 message says what to fix; only http and https are ever requested."""
 
+import contextlib
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -94,6 +96,16 @@ def chunks(response: requests.Response, within: Limits) -> Iterator[bytes]:
         yield from response.iter_content(CHUNK)
     except requests.RequestException as error:
         raise FetchError(_reason(error, response.url, within)) from None
+
+
+def cut(response: requests.Response) -> None:
+    """End a download from another thread: its socket is shut, so a read waiting on it
+    returns at once (and the reading thread fails with FetchError)."""
+    connection = getattr(response.raw, "connection", None)
+    sock = getattr(connection, "sock", None)
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
 
 
 def _reason(error: requests.RequestException, url: str, within: Limits) -> str:

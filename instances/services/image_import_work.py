@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 
+import requests
 from django.core.exceptions import ValidationError
 from django.db import connection
 from django.utils import timezone
@@ -24,8 +25,8 @@ from instances.services.images import image_folder, image_register_file, image_s
 
 log = logging.getLogger(__name__)
 PROGRESS_SECONDS = 0.5  # how often the progress record is written (and a cancel noticed)
-HEARTBEAT_SECONDS = 5
-STALE_SECONDS = 60  # an import's worker silent this long has stopped (beats come every 5 s)
+HEARTBEAT_SECONDS = 2
+STALE_SECONDS = 60  # an import's worker silent this long has stopped (beats come every 2 s)
 FIELDS = {"url": "url", "sha256": "sha256", "name": "name", "file": "url"}
 
 
@@ -50,8 +51,8 @@ def image_import_run(import_id: int, attempt: int) -> None:
     part = part_file(image_import)
     converted = part.with_suffix(".qcow2")
     try:
-        with _beating(image_import):
-            digest = _download(image_import, part)
+        with _beating(image_import) as transfer:
+            digest = _download(image_import, part, transfer)
             if image_import.sha256 and digest != image_import.sha256:
                 raise url_fetch.FetchError(
                     f"The file's SHA-256 is {digest}, not {image_import.sha256}: check the "
@@ -117,12 +118,13 @@ def _mine(image_import: ImageImport):  # type: ignore[no-untyped-def]
     return ImageImport.objects.filter(pk=image_import.pk, attempt=image_import.attempt)
 
 
-def _download(image_import: ImageImport, part: Path) -> str:
+def _download(image_import: ImageImport, part: Path, transfer: "Transfer") -> str:
     """The file into `part`, its progress recorded; its SHA-256 in hex."""
     within = url_fetch.limits()
     digest = hashlib.sha256()
     project = image_import.project
     with url_fetch.url_opened(image_import.url, within) as response:
+        transfer.response = response
         total = url_fetch.content_length(response)
         if total is not None and (message := image_size_refusal(project, total)):
             raise url_fetch.FetchError(message)
@@ -205,23 +207,36 @@ def _settle(
     )  # fmt: skip
 
 
+class Transfer:
+    """The response being read, which the heartbeat cuts when a cancel comes in while the
+    server sends nothing (the reading thread waits in the socket till then)."""
+
+    response: requests.Response | None = None
+
+
 @contextmanager
-def _beating(image_import: ImageImport) -> Iterator[None]:
+def _beating(image_import: ImageImport) -> Iterator[Transfer]:
     """A heartbeat on the record while the import runs, also through long checks, so the sweep
-    tells a dead worker's import from a slow one."""
-    stop = threading.Event()
+    tells a dead worker's import from a slow one; it also notices a cancel."""
+    stop, transfer = threading.Event(), Transfer()
 
     def beat() -> None:
         try:
             while not stop.wait(HEARTBEAT_SECONDS):
-                _mine(image_import).update(heartbeat_at=timezone.now())
+                mine = _mine(image_import)
+                mine.update(heartbeat_at=timezone.now())
+                if (
+                    transfer.response is not None
+                    and not mine.filter(status=ImportStatus.RUNNING).exists()
+                ):
+                    url_fetch.cut(transfer.response)
         finally:
             connection.close()
 
     thread = threading.Thread(target=beat, daemon=True, name=f"import-{image_import.pk}")
     thread.start()
     try:
-        yield
+        yield transfer
     finally:
         stop.set()
         thread.join()

@@ -148,3 +148,19 @@ def test_an_import_whose_worker_is_killed_is_marked_interrupted_and_lands_when_r
     assert image_import.attempt == 2
     image = Image.objects.get(pk=image_import.image_id)
     assert left_in(settings.ZOPDAY_IMAGES_DIR) == [f"{image.pk}.qcow2"]
+
+
+def test_a_cancel_stops_a_download_the_server_holds_without_waiting_for_the_stall_timeout(
+    import_host, client_for, project, image_server, settings
+):
+    route = image_server.serve("/disk.img", b"\0" * (4 * 1024 * 1024), hold_after=1024 * 1024)
+    image_import = start(client_for("operator"), project, format="raw",
+                         url=image_server.url("/disk.img"))  # fmt: skip
+    part = settings.ZOPDAY_IMAGES_DIR / "uploads" / "alpha" / f".import-{image_import.pk}.part"
+    wait_for(lambda: route.sent >= 1024 * 1024 and part.exists(), "the download to hold")
+    cancel = reverse("image-url-import-cancel", args=[project.slug, image_import.pk])
+    client_for("operator").post(cancel)
+    asked = time.monotonic()
+    assert settled(image_import).status == ImportStatus.CANCELLED
+    assert time.monotonic() - asked < settings.ZOPDAY_IMPORT_STALL_SECONDS  # not the timeout
+    assert left_in(settings.ZOPDAY_IMAGES_DIR) == [] and not Image.objects.exists()
