@@ -56,6 +56,7 @@ def test_an_operator_imports_from_a_url_watches_progress_and_boots_from_it(
     expect(page.locator("#power-panel .badge.state")).to_have_text("Running", timeout=BOOT_TIMEOUT)
     vm = Instance.objects.get(name="url-vm")
     log = backend_named("qemu").serial_log(vm.machine_id)
+    assert log is not None
     deadline = time.monotonic() + 90
     while not (log.exists() and b"root@url-vm:/# " in log.read_bytes()):
         assert time.monotonic() < deadline, "the guest did not reach its prompt"

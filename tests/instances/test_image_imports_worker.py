@@ -5,13 +5,14 @@ marked interrupted, leaves nothing, and lands when retried."""
 
 import hashlib
 import time
+from typing import cast
 
 import pytest
 from django.urls import reverse
 
 from instances.backends import backend_named
 from instances.choices import ImportStatus, PowerState
-from instances.models import Image, ImageImport, Instance
+from instances.models import Image, ImageImport, Instance, Subnet
 from instances.services import image_import_work, power
 from instances.services.image_import_work import image_imports_sweep
 from instances.services.instances import NicRequest, instance_create
@@ -66,12 +67,13 @@ def test_an_import_with_a_checksum_lands_and_an_instance_boots_from_it(
         sha256=hashlib.sha256(disk.read_bytes()).hexdigest(),
     )  # fmt: skip
     assert settled(image_import).status == ImportStatus.DONE, image_import.message
-    image = Image.objects.get(pk=image_import.image_id)
+    image = image_import.image
+    assert image is not None
     assert image.file.read_bytes() == disk.read_bytes()
     assert left_in(settings.ZOPDAY_IMAGES_DIR) == [f"{image.pk}.qcow2"]
 
-    lan = SubnetFactory(project=project, name="lan", cidr_v4="10.87.0.0/24",
-                        gateway="10.87.0.1", dns_resolvers="")  # fmt: skip
+    lan = cast(Subnet, SubnetFactory(project=project, name="lan", cidr_v4="10.87.0.0/24",
+                                     gateway="10.87.0.1", dns_resolvers=""))  # fmt: skip
     request = factories.instance_request(
         lan, image=image, name="from-url", root_size_gb=image.min_disk_gb,
         nics=[NicRequest(lan, ipv4="10.87.0.10")],
@@ -85,6 +87,7 @@ def test_an_import_with_a_checksum_lands_and_an_instance_boots_from_it(
 
     wait_for(running, "the instance to run")
     log = backend_named("qemu").serial_log(vm.machine_id)
+    assert log is not None
     wait_for(lambda: log.exists() and b"root@from-url:/# " in log.read_bytes(), "its prompt")
     power.instance_force_stop(instance=vm, actor=operator)
     wait_for(lambda: Instance.objects.get(pk=vm.pk).power_state == PowerState.STOPPED, "a stop", 30)
@@ -146,7 +149,8 @@ def test_an_import_whose_worker_is_killed_is_marked_interrupted_and_lands_when_r
     assert "Importing demo-disk again." in client_for("operator").post(retry, follow=True).text
     assert settled(image_import).status == ImportStatus.DONE, image_import.message
     assert image_import.attempt == 2
-    image = Image.objects.get(pk=image_import.image_id)
+    image = image_import.image
+    assert image is not None
     assert left_in(settings.ZOPDAY_IMAGES_DIR) == [f"{image.pk}.qcow2"]
 
 
