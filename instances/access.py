@@ -12,7 +12,16 @@ from django.db import models
 from django.http import Http404
 
 from instances.choices import Role
-from instances.models import Disk, Image, Instance, Membership, Project, SSHKey, Subnet
+from instances.models import (
+    Disk,
+    Image,
+    ImageImport,
+    Instance,
+    Membership,
+    Project,
+    SSHKey,
+    Subnet,
+)
 
 User = AbstractBaseUser | AnonymousUser
 ROLES_HELD = "_project_roles"  # the user object's attribute that holds the roles read
@@ -103,6 +112,14 @@ def image_for_user(
 ) -> tuple[Image, Role]:
     """A project's own image (shared ones are the admin's)."""
     return object_for_user(Image.objects.all(), user, required, pk=pk, project__slug=project_slug)
+
+
+def image_import_for_user(
+    user: User, project_slug: str, pk: int, required: Role = Role.VIEWER
+) -> tuple[ImageImport, Role]:
+    return object_for_user(
+        ImageImport.objects.all(), user, required, pk=pk, project__slug=project_slug
+    )
 
 
 def disk_for_user(

@@ -178,3 +178,37 @@ class IpMode(models.TextChoices):
 
 VCPU_CHOICES = (1, 2, 4, 8, 16, 32)
 MEMORY_GB_CHOICES = (1, 2, 4, 8, 16, 32, 64)
+
+
+class ImportFormat(models.TextChoices):
+    """What a URL import downloads; a raw disk is converted to qcow2 once it has arrived."""
+
+    QCOW2 = "qcow2", "qcow2 cloud image"
+    RAW = "raw", "Raw disk image"
+    ISO = "iso", "ISO image"
+
+
+class ImportStatus(models.TextChoices):
+    """An image import from a URL: queued, downloading in a worker, then done, failed (which
+    covers a worker that stopped during it) or cancelled; a failed one can be retried."""
+
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Downloading"
+    CANCELLING = "cancelling", "Cancelling"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+IMPORT_TRANSITIONAL = frozenset(
+    {ImportStatus.QUEUED, ImportStatus.RUNNING, ImportStatus.CANCELLING}
+)
+IMPORT_TERMINAL = frozenset({ImportStatus.DONE, ImportStatus.FAILED, ImportStatus.CANCELLED})
+COLOURS[ImportStatus] = {
+    ImportStatus.QUEUED: "grey",
+    ImportStatus.RUNNING: "orange",
+    ImportStatus.CANCELLING: "orange",
+    ImportStatus.DONE: "green",
+    ImportStatus.FAILED: "red",
+    ImportStatus.CANCELLED: "grey",
+}

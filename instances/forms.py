@@ -10,6 +10,7 @@ from instances.choices import (
     RUN_STRATEGY_HELP,
     DiskRole,
     ImageKind,
+    ImportFormat,
     OsType,
 )
 from instances.create_fields import form_fields_of, zone_choices
@@ -167,3 +168,19 @@ class ImageUploadForm(forms.Form):
     os_type = forms.ChoiceField(label="OS", choices=OsType.choices, initial=OsType.LINUX)
     description = forms.CharField(max_length=200, required=False)
     file = forms.FileField(help_text="A standalone qcow2 image, or an ISO 9660 image.")
+
+
+class ImageImportForm(forms.Form):
+    """Import an image from a URL; the service checks the address and the checksum."""
+
+    name = forms.CharField(max_length=100)
+    format = forms.ChoiceField(choices=ImportFormat.choices, label="Format")
+    url = forms.CharField(
+        label="URL", max_length=2000, help_text="An http:// or https:// address of the file."
+    )
+    sha256 = forms.CharField(
+        label="SHA-256", max_length=71, required=False,
+        help_text="Optional: the file's checksum, checked once it has arrived.",
+    )  # fmt: skip
+    os_type = forms.ChoiceField(label="OS", choices=OsType.choices, initial=OsType.LINUX)
+    description = forms.CharField(max_length=200, required=False)

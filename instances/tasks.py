@@ -21,6 +21,7 @@ from instances.services import (
     device_work,
     guest_reports,
     host_work,
+    image_import_work,
     machines,
     reconciler,
     snapshot_work,
@@ -189,10 +190,18 @@ def cdrom_change(disk_id: int) -> None:
     device_work.cdrom_change(disk_id)
 
 
+@shared_task(name="instances.image_import", time_limit=6 * 3600)  # a large image, a slow mirror
+def image_import(import_id: int, attempt: int) -> None:
+    """Download an image from its URL into the project (services.image_import_work)."""
+    image_import_work.image_import_run(import_id, attempt)
+
+
 @shared_task(name="instances.reconcile_host")
 def reconcile_host(host: str) -> None:
     """Work a dead worker left is sent again first, then the host's instances are reconciled."""
     send_lost_work_again(host)
+    if host == settings.ZOPDAY_HOST:  # imports run on the host of the images folder
+        image_import_work.image_imports_sweep()
     reconciler.reconcile_host(host)
 
 

@@ -11,6 +11,7 @@ from instances.views import (
     power,
     projects,
     storage,
+    url_imports,
 )
 
 P = "projects/<slug:project_slug>/"
@@ -63,4 +64,21 @@ urlpatterns = [
     path("images/<int:pk>/import/<str:file_name>", image_import.image_import, name="image-import"),
     path(P + "images/", catalog.image_list, name="image-list"),
     path(P + "images/<int:pk>/delete/", catalog.image_delete, name="image-delete"),
+    path(P + "images/imports/", url_imports.url_import_start, name="image-url-import"),
+    path(P + "images/imports/panel/", url_imports.url_import_panel, name="image-url-imports"),
+    path(
+        P + "images/imports/<int:pk>/cancel/",
+        url_imports.url_import_cancel,
+        name="image-url-import-cancel",
+    ),
+    path(
+        P + "images/imports/<int:pk>/retry/",
+        url_imports.url_import_retry,
+        name="image-url-import-retry",
+    ),
+    path(
+        P + "images/imports/<int:pk>/dismiss/",
+        url_imports.url_import_dismiss,
+        name="image-url-import-dismiss",
+    ),
 ]

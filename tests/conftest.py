@@ -170,3 +170,27 @@ def running(project, operator, subnet):
 def fast_password_hashing(settings):
     """Tests create many users; the production hasher is slow on purpose."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def image_server():
+    """A threaded HTTP server on loopback serving image files, slow or broken on demand
+    (tests.image_server)."""
+    from tests.image_server import ImageServer
+
+    server = ImageServer()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def import_host(django_db_setup, machines_root, tmp_path, settings):
+    """This test's own host (tests.services.HostOfImports): a real worker on its queue keeps
+    images in the test's folder; URL imports and instances created meanwhile go to it."""
+    from tests.services import HostOfImports
+
+    host = HostOfImports(tmp_path)
+    settings.ZOPDAY_HOST, settings.ZOPDAY_IMAGES_DIR = host.name, host.images
+    host.start()
+    yield host
+    host.stop()

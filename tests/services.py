@@ -106,3 +106,34 @@ def start_celery_worker_on(
             return process
     process.kill()
     raise RuntimeError(f"the Celery worker did not answer in 60 s: {log_path.read_text()[-2000:]}")
+
+
+class HostOfImports:
+    """A host of a test's own whose worker keeps images in the test's folder; kill() is
+    kill -9 of that worker, start() a fresh one."""
+
+    def __init__(self, folder: Path) -> None:
+        import uuid
+
+        self.name, self.folder = f"imp-{uuid.uuid4().hex[:8]}", folder
+        self.images = folder / "images"
+        self.process: subprocess.Popen | None = None
+        self.started = 0
+
+    def start(self) -> None:
+        self.started += 1
+        env = {"ZOPDAY_HOST": self.name, "ZOPDAY_IMAGES_DIR": str(self.images)}
+        log = self.folder / f"worker-{self.started}.log"
+        self.process = start_celery_worker_on(log, f"host.{self.name}", env)
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait()
+
+    def stop(self) -> None:
+        from tests.broker import BrokerQueue
+
+        if self.process is not None and self.process.poll() is None:
+            stop(self.process)
+        BrokerQueue(f"host.{self.name}").forget()

@@ -3,6 +3,7 @@ from .clusters import Cluster
 from .consoles import ConsoleSession, ConsoleTicket
 from .disks import Disk, DiskSnapshot
 from .guest import GuestReport
+from .image_imports import ImageImport
 from .images import Image
 from .keys import SSHKey
 from .machines import Instance
@@ -22,6 +23,7 @@ __all__ = [
     "GuestReport",
     "IPLease",
     "Image",
+    "ImageImport",
     "Instance",
     "Membership",
     "NetworkInterface",

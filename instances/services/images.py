@@ -46,15 +46,47 @@ def image_upload(
     actions.require(actions.manage(project_role(actor, project)))
     name = name.strip()
     _check_fields(project, name, kind, os_type, description, upload)
-    folder = settings.ZOPDAY_IMAGES_DIR / UPLOADS / project.slug
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = image_folder(project)
     handle, name_received = tempfile.mkstemp(dir=folder, prefix=".upload-")
     received = Path(name_received)
-    stored: Path | None = None
     try:
         with os.fdopen(handle, "wb") as out:
             for chunk in upload.chunks():
                 out.write(chunk)
+    except BaseException as error:
+        _remove(received)
+        if isinstance(error, OSError):  # the images folder is full, say
+            raise _not_stored(error) from None
+        raise
+    return image_register_file(
+        project=project, actor=actor, name=name, kind=kind, os_type=os_type,
+        description=description, received=received, action="image.upload",
+    )  # fmt: skip
+
+
+def image_folder(project: Project) -> Path:
+    """The project's folder of the images directory, made if missing."""
+    folder = settings.ZOPDAY_IMAGES_DIR / UPLOADS / project.slug
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def image_register_file(
+    *,
+    project: Project,
+    actor: AbstractBaseUser | None,
+    name: str,
+    kind: str,
+    os_type: str,
+    description: str,
+    received: Path,
+    action: str,
+) -> Image:
+    """Check a file received into the project's folder (an upload, an import) and register it
+    as the project's image; the file is removed when anything fails."""
+    folder = image_folder(project)
+    stored: Path | None = None
+    try:
         min_disk_gb = _check_file(received, kind)
         with transaction.atomic():
             # Under the project's lock: of two uploads of one name, the second is refused here.
@@ -71,16 +103,20 @@ def image_upload(
             image.path = str(stored.relative_to(settings.ZOPDAY_IMAGES_DIR))
             image.save(update_fields=["path"])
             os.replace(received, stored)
-            audit_record(actor=actor, action="image.upload", project=project, target=image)
+            audit_record(actor=actor, action=action, project=project, target=image)
     except OSError as error:  # the images folder is full, say
         _remove(received, stored)
-        raise ValidationError(
-            {"file": f"The console could not store the file: {error.strerror or error}."}
-        ) from None
+        raise _not_stored(error) from None
     except BaseException:
         _remove(received, stored)
         raise
     return image
+
+
+def _not_stored(error: OSError) -> ValidationError:
+    return ValidationError(
+        {"file": f"The console could not store the file: {error.strerror or error}."}
+    )
 
 
 def image_remove(*, image: Image, actor: AbstractBaseUser) -> None:
@@ -120,6 +156,19 @@ def _taken_message(name: str) -> str:
 def _check_fields(
     project: Project, name: str, kind: str, os_type: str, description: str, upload: File
 ) -> None:
+    errors = image_field_refusals(project, name, os_type, description)
+    if kind not in UPLOAD_KINDS:
+        errors["kind"] = "Upload a qcow2 cloud image or an ISO image."
+    if message := image_size_refusal(project, upload.size or 0):
+        errors["file"] = message
+    if errors:
+        raise ValidationError(errors)
+
+
+def image_field_refusals(
+    project: Project, name: str, os_type: str, description: str
+) -> dict[str, str]:
+    """What is wrong with a new image's name, OS and description, by field."""
     errors: dict[str, str] = {}
     if not name:
         errors["name"] = "Give the image a name."
@@ -127,21 +176,22 @@ def _check_fields(
         errors["name"] = "Use at most 100 characters."
     elif _name_taken(project, name):
         errors["name"] = _taken_message(name)
-    if kind not in UPLOAD_KINDS:
-        errors["kind"] = "Upload a qcow2 cloud image or an ISO image."
     if os_type not in OsType.values:
         errors["os_type"] = f"Choose one of: {', '.join(OsType.values)}."
     if len(description.strip()) > 200:
         errors["description"] = "Use at most 200 characters."
+    return errors
+
+
+def image_size_refusal(project: Project, size: int) -> str:
+    """Why a file of `size` bytes cannot become the project's image ("" when it can): empty,
+    over the size cap, or past the project's quota."""
     limit = settings.ZOPDAY_IMAGE_UPLOAD_MAX_GB
-    if not upload.size:
-        errors["file"] = "The file is empty."
-    elif upload.size > limit * GIB:
-        errors["file"] = f"The file is larger than {limit} GB, the largest image taken here."
-    elif message := _over_quota(project, upload.size):
-        errors["file"] = message
-    if errors:
-        raise ValidationError(errors)
+    if not size:
+        return "The file is empty."
+    if size > limit * GIB:
+        return f"The file is larger than {limit} GB, the largest image taken here."
+    return _over_quota(project, size)
 
 
 def image_storage_used(project: Project) -> int:

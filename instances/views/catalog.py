@@ -15,11 +15,11 @@ from instances.access import (
     ssh_key_for_user,
     subnet_for_user,
 )
-from instances.choices import ImageKind, Role
+from instances.choices import IMPORT_TRANSITIONAL, ImageKind, Role
 from instances.errors import ActionRefused
-from instances.forms import ImageUploadForm, SSHKeyForm, SubnetForm, apply_errors
+from instances.forms import ImageImportForm, ImageUploadForm, SSHKeyForm, SubnetForm, apply_errors
 from instances.http import AuthedRequest
-from instances.models import Image
+from instances.models import Image, Project
 from instances.services import images, keys, network
 
 
@@ -113,11 +113,35 @@ def image_list(request: AuthedRequest, project_slug: str) -> HttpResponse:
             else:
                 messages.success(request, _uploaded_message(image))
                 return redirect("image-list", project_slug=project.slug)
-    rows = Image.objects.filter(Q(project=project) | Q(project=None)).select_related("project")
-    context = {"project": project, "role": role, "images": rows, "form": form,
+    return image_page(request, project, role, form=form)
+
+
+def image_page(
+    request: AuthedRequest,
+    project: Project,
+    role: Role,
+    form: ImageUploadForm | None = None,
+    import_form: ImageImportForm | None = None,
+) -> HttpResponse:
+    """The Images page: the images, the imports from a URL, and (for operators) the forms."""
+    context = {"project": project, "role": role, "form": form or ImageUploadForm(),
+               "import_form": import_form or ImageImportForm(prefix="import"),
                "can_edit": role.allows(Role.OPERATOR),
-               "upload_limit_gb": settings.ZOPDAY_IMAGE_UPLOAD_MAX_GB}  # fmt: skip
+               "upload_limit_gb": settings.ZOPDAY_IMAGE_UPLOAD_MAX_GB,
+               **image_catalog(project)}  # fmt: skip
     return render(request, "instances/image_list.html", context)
+
+
+def image_catalog(project: Project) -> dict[str, object]:
+    """What the polled part of the Images page shows: the images and the recent imports."""
+    imports = list(project.image_imports.all()[:20])
+    return {
+        "images": Image.objects.filter(Q(project=project) | Q(project=None)).select_related(
+            "project"
+        ),
+        "imports": imports,
+        "importing": any(item.status in IMPORT_TRANSITIONAL for item in imports),
+    }
 
 
 def _uploaded_message(image: Image) -> str:

@@ -6,7 +6,14 @@ import pytest
 from django.template import Context, Template
 from django.urls import reverse
 
-from instances.choices import COLOURS, CarrierState, Outcome, PowerState, colour_of
+from instances.choices import (
+    COLOURS,
+    CarrierState,
+    ImportStatus,
+    Outcome,
+    PowerState,
+    colour_of,
+)
 from provisioning.choices import JobStatus, StepStatus
 from tests.services import ROOT
 
@@ -16,7 +23,7 @@ CSS = (ROOT / "static" / "css" / "zopday.css").read_text()
 
 
 def test_the_status_choice_sets_of_both_apps_have_colours():
-    assert set(COLOURS) == {Outcome, PowerState, CarrierState, JobStatus, StepStatus}
+    assert set(COLOURS) == {Outcome, PowerState, CarrierState, ImportStatus, JobStatus, StepStatus}
 
 
 @pytest.mark.parametrize("choices", list(COLOURS), ids=lambda choices: choices.__name__)

@@ -62,6 +62,11 @@ class QemuImg:
         output = self._run([*argv, str(path)], f"read {path.name}")
         return dict(json.loads(output))
 
+    def convert_raw(self, source: Path, target: Path, timeout: float = 3600) -> None:
+        """A raw disk image rewritten as a standalone qcow2."""
+        argv = [self.binary, "convert", "-q", "-f", "raw", "-O", "qcow2", str(source), str(target)]
+        self._run(argv, f"convert {source.name} to qcow2", timeout)
+
     def check(self, path: Path, timeout: float = 600) -> str:
         """qcow2's own consistency check: "" when the image is sound (leaked clusters only
         waste space), else what is wrong, for the user."""
@@ -76,14 +81,16 @@ class QemuImg:
             return "qemu-img check finds this image corrupt: repair it (qemu-img check -r all)."
         return "qemu-img could not check this image."
 
-    def _run(self, argv: list[str], what: str) -> str:
+    def _run(self, argv: list[str], what: str, timeout: float = 120) -> str:
         if shutil.which(self.binary) is None:
             raise BackendError(f"{self.binary} is not installed (apt-get install qemu-utils).")
         try:
-            result = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+            result = subprocess.run(
+                argv, capture_output=True, text=True, timeout=timeout, check=False
+            )
         except subprocess.TimeoutExpired:
             raise BackendError(
-                f"Could not {what}: qemu-img took over 120 s.", retryable=True
+                f"Could not {what}: qemu-img took over {timeout:.0f} s.", retryable=True
             ) from None
         if result.returncode != 0:
             reason = last_line(result.stderr) or f"exit status {result.returncode}"

@@ -1,0 +1,291 @@
+"""Images imported from a URL, served by a real HTTP server on loopback: wrong addresses are
+refused at the URL field before anything is made; a download that stalls, breaks off, is no
+image or has another checksum fails at its field and leaves no image and no file. The worker's
+service runs here in the test's process (tests/instances/test_image_imports_worker.py runs
+it in a real Celery worker)."""
+
+import hashlib
+import html
+import socket
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from instances.backends.qemu.images import GIB
+from instances.choices import ImageKind, ImportStatus
+from instances.models import AuditEvent, Image, ImageImport
+from instances.services import image_import_work
+from instances.services.image_import_work import image_import_run, image_imports_sweep
+from tests.instances.api.helpers import errors_of
+from tests.instances.test_images import data_file_image, iso, qcow2
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def images_dir(settings, tmp_path, monkeypatch):
+    settings.ZOPDAY_IMAGES_DIR = tmp_path / "images"
+    settings.ZOPDAY_IMPORT_STALL_SECONDS = 1
+    # the heartbeat thread writes on its own connection, which this test's transaction locks out
+    monkeypatch.setattr(image_import_work, "HEARTBEAT_SECONDS", 3600)
+    return settings.ZOPDAY_IMAGES_DIR
+
+
+@pytest.fixture(autouse=True)
+def unknown_host(monkeypatch):
+    """Names under .invalid resolve nowhere, without asking any DNS server."""
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if isinstance(host, str) and host.endswith(".invalid"):
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+
+
+def left_in(images_dir) -> list[str]:
+    folder = images_dir / "uploads" / "alpha"
+    return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+
+
+def start(client, project, **fields):
+    data = {"name": "noble", "format": "qcow2", "os_type": "linux", "sha256": "", **fields}
+    url = reverse("image-url-import", args=[project.slug])
+    return client.post(url, {f"import-{key}": value for key, value in data.items()}, follow=True)
+
+
+def run_latest() -> ImageImport:
+    image_import = ImageImport.objects.latest("pk")
+    image_import_run(image_import.pk, image_import.attempt)
+    image_import.refresh_from_db()
+    return image_import
+
+
+def test_an_operator_imports_a_qcow2_with_its_checksum(
+    client_for, project, image_server, images_dir, tmp_path
+):
+    body = qcow2(tmp_path, size="2G").read_bytes()
+    image_server.serve("/noble.qcow2", body)
+    page = start(
+        client_for("operator"), project, url=image_server.url("/noble.qcow2"),
+        sha256=hashlib.sha256(body).hexdigest().upper(),
+    ).text  # fmt: skip
+    assert "Importing noble: its progress shows below." in page
+    assert 'id="import-' in page and "<progress" in page
+    image_import = run_latest()
+    assert image_import.status == ImportStatus.DONE, image_import.message
+    image = Image.objects.get(name="noble", project=project)
+    assert (image.kind, image.min_disk_gb, image_import.image) == (ImageKind.QCOW2, 2, image)
+    assert image.file.read_bytes() == body
+    assert (image_import.bytes_done, image_import.bytes_total) == (len(body), len(body))
+    assert left_in(images_dir) == [f"{image.pk}.qcow2"]
+    assert AuditEvent.objects.filter(action="image.imported", target_id=str(image.pk)).exists()
+    page = client_for("viewer").get(reverse("image-list", args=[project.slug])).text
+    assert "Imported as image noble." in page and "<progress" not in page
+
+
+def test_a_raw_disk_is_converted_to_qcow2_and_an_iso_is_kept_as_it_is(
+    client_for, project, image_server, images_dir, tmp_path
+):
+    image_server.serve("/disk.img", b"\0" * (4 * 1024 * 1024))
+    image_server.serve("/tools.iso", iso(tmp_path))
+    start(client_for("operator"), project, name="disk", format="raw",
+          url=image_server.url("/disk.img"))  # fmt: skip
+    assert run_latest().status == ImportStatus.DONE
+    start(client_for("operator"), project, name="tools", format="iso",
+          url=image_server.url("/tools.iso"))  # fmt: skip
+    assert run_latest().status == ImportStatus.DONE
+    disk, tools = Image.objects.get(name="disk"), Image.objects.get(name="tools")
+    assert (disk.kind, disk.path.endswith(".qcow2")) == (ImageKind.QCOW2, True)
+    assert tools.kind == ImageKind.ISO
+    assert left_in(images_dir) == sorted([f"{disk.pk}.qcow2", f"{tools.pk}.iso"])
+
+
+@pytest.mark.parametrize(
+    ("where", "fields", "field", "message"),
+    [
+        ("ftp", {"url": "ftp://example.com/a.qcow2"}, "url",
+         "Only http:// and https:// addresses are fetched, not ftp:"),
+        ("file", {"url": "file:///etc/passwd"}, "url", "Only http:// and https://"),
+        ("unknown", {"url": "http://images.invalid/a.qcow2"}, "url",
+         "The host images.invalid is unknown: check the address's host name."),
+        ("/missing.qcow2", {}, "url", "The address answers 404 Not Found, not the file"),
+        ("/loop", {}, "url", "redirects more than 5 times (a redirect loop?)"),
+        ("/huge", {}, "url", "The file is larger than 20 GB, the largest image taken here."),
+        ("/over-quota", {}, "url", "would take the project's images past their quota"),
+        ("/slow-headers", {}, "url", "stopped sending for 1 s"),
+        ("/ok", {"sha256": "abc"}, "sha256", "Give the SHA-256 as 64 hexadecimal digits"),
+        ("/ok", {"name": ""}, "name", "This field is required."),
+    ],
+)  # fmt: skip
+def test_a_wrong_address_or_checksum_is_refused_at_its_field_and_nothing_is_made(
+    client_for, project, image_server, images_dir, settings, where, fields, field, message
+):
+    settings.ZOPDAY_PROJECT_IMAGE_QUOTA_GB = 1
+    image_server.serve("/ok", b"x")
+    image_server.serve("/loop", redirect_to=image_server.url("/loop"))
+    image_server.serve("/huge", b"", length=21 * GIB)
+    image_server.serve("/over-quota", b"", length=GIB + 1)
+    image_server.serve("/slow-headers", b"x", headers_delay=3)
+    url = image_server.url(where) if where.startswith("/") else ""
+    page = start(client_for("operator"), project, **{"url": url, **fields}).text
+    error = page.split(f'id="import-{field}-error">', 1)[1].split("</p>", 1)[0]
+    assert message in html.unescape(error)
+    assert not ImageImport.objects.exists() and not Image.objects.exists()
+    assert left_in(images_dir) == []
+    assert image_server.routes["/ok"].sent == 0
+
+
+@pytest.mark.parametrize(
+    ("content", "options", "field", "message"),
+    [
+        ("text", {}, "url", "qemu-img cannot read this as a qcow2 image"),
+        ("backed", {}, "url", "depends on another file"),
+        ("qcow2", {"sha256": "0" * 64}, "sha256", "check the checksum"),
+        ("stall", {}, "url", "stopped sending for 1 s"),
+        ("short", {}, "url", "broke the download off before the end"),
+        ("qcow2-as-raw", {"format": "raw"}, "url", "This file is a qcow2 image, not a raw disk"),
+        ("odd-raw", {"format": "raw"}, "url", "not a whole number of 512-byte sectors"),
+    ],
+)  # fmt: skip
+def test_a_download_that_goes_wrong_fails_at_its_field_and_leaves_nothing(
+    client_for, project, image_server, images_dir, tmp_path, content, options, field, message
+):
+    good = qcow2(tmp_path).read_bytes()
+    bodies = {
+        "text": (b"<html>not an image</html>\n", {}),
+        "backed": (data_file_image(tmp_path).read_bytes(), {}),
+        "qcow2": (good, {}),
+        "stall": (good, {"hold_after": 4096}),
+        "short": (good[:4096], {"length": len(good)}),
+        "qcow2-as-raw": (good, {}),
+        "odd-raw": (b"x" * 1000, {}),
+    }
+    body, serving = bodies[content]
+    image_server.serve("/image", body, **serving)
+    start(client_for("operator"), project, url=image_server.url("/image"), **options)
+    image_import = run_latest()
+    assert image_import.status == ImportStatus.FAILED
+    assert (image_import.error_field, message in image_import.message) == (field, True), (
+        image_import.message
+    )
+    assert not Image.objects.exists() and left_in(images_dir) == []
+    page = client_for("viewer").get(reverse("image-list", args=[project.slug])).text
+    shown = page.split(f'id="import-{image_import.pk}-{field}-error">', 1)[1].split("</p>", 1)
+    assert message in html.unescape(shown[0])
+
+
+def test_a_file_past_the_cap_is_stopped_while_it_arrives_when_no_size_was_announced(
+    client_for, project, image_server, images_dir, tmp_path, settings, monkeypatch
+):
+    image_server.serve("/image", qcow2(tmp_path).read_bytes())
+    start(client_for("operator"), project, url=image_server.url("/image"))
+    monkeypatch.setattr(image_import_work, "image_size_refusal", lambda project, size: "Too big.")
+    image_import = run_latest()
+    assert (image_import.status, image_import.message) == (ImportStatus.FAILED, "Too big.")
+    assert left_in(images_dir) == []
+
+
+def test_viewers_and_outsiders_cannot_import_cancel_retry_or_dismiss(
+    client_for, api_for, project, image_server
+):
+    image_server.serve("/ok", b"x")
+    assert start(client_for("viewer"), project, url=image_server.url("/ok")).status_code == 403
+    assert start(client_for("outsider"), project, url=image_server.url("/ok")).status_code == 404
+    body = {"name": "noble", "format": "qcow2", "url": image_server.url("/ok")}
+    assert api_for("viewer").post("/projects/alpha/image-imports", body).status_code == 403
+    assert image_server.routes["/ok"].requests == 0
+    image_import = ImageImport.objects.create(
+        project=project, name="noble", format="qcow2", url=image_server.url("/ok")
+    )
+    for action in ("cancel", "retry", "dismiss"):
+        url = reverse(f"image-url-import-{action}", args=[project.slug, image_import.pk])
+        assert client_for("viewer").post(url).status_code == 403
+        assert client_for("outsider").post(url).status_code == 404
+        assert client_for("operator").get(url).status_code == 405  # no change on GET
+    cancel = f"/projects/alpha/image-imports/{image_import.pk}/cancel"
+    assert api_for("viewer").post(cancel).status_code == 403
+    assert ImageImport.objects.get().status == ImportStatus.QUEUED
+    assert (
+        api_for("viewer").get(f"/projects/alpha/image-imports/{image_import.pk}").status_code == 200
+    )
+
+
+def test_the_api_starts_an_import_and_answers_bad_input_at_its_field(
+    api_for, project, image_server, images_dir, tmp_path
+):
+    body = qcow2(tmp_path).read_bytes()
+    image_server.serve("/noble.qcow2", body)
+    api = api_for("operator")
+    wrong = api.post("/projects/alpha/image-imports", {
+        "name": "noble", "format": "qcow2", "url": image_server.url("/nothing"),
+    })  # fmt: skip
+    assert wrong.status_code == 422
+    assert "answers 404" in errors_of(wrong)["url"][0]
+    started = api.post("/projects/alpha/image-imports", {
+        "name": "noble", "format": "qcow2", "url": image_server.url("/noble.qcow2"),
+        "sha256": hashlib.sha256(body).hexdigest(),
+    })  # fmt: skip
+    assert started.status_code == 201, started.json()
+    assert started.json()["status"] == "queued"
+    run_latest()
+    shown = api.get(f"/projects/alpha/image-imports/{started.json()['id']}").json()
+    assert (shown["status"], shown["bytes_done"], shown["bytes_total"]) == (
+        "done",
+        len(body),
+        len(body),
+    )
+    assert shown["image_id"] == Image.objects.get(name="noble").pk
+    refused = api.post(f"/projects/alpha/image-imports/{shown['id']}/cancel")
+    assert refused.status_code == 409
+
+
+def test_an_import_whose_worker_stopped_is_marked_interrupted_and_can_be_retried(
+    client_for, project, image_server, images_dir, tmp_path
+):
+    image_server.serve("/noble.qcow2", qcow2(tmp_path))
+    start(client_for("operator"), project, url=image_server.url("/noble.qcow2"))
+    image_import = ImageImport.objects.get()
+    # as a worker killed during the download leaves it: claimed, a part file, no beats since
+    part = image_import_work.part_file(image_import)
+    part.write_bytes(b"half")
+    ImageImport.objects.filter(pk=image_import.pk).update(
+        status=ImportStatus.RUNNING, bytes_done=4,
+        heartbeat_at=timezone.now() - timedelta(seconds=image_import_work.STALE_SECONDS + 1),
+    )  # fmt: skip
+    image_imports_sweep()
+    image_import.refresh_from_db()
+    assert image_import.status == ImportStatus.FAILED
+    assert image_import.message.startswith("Interrupted: the worker stopped during the import")
+    assert left_in(images_dir) == []
+    image_import_run(image_import.pk, 1)  # the broker's copy of the message, delivered late
+    assert ImageImport.objects.get().status == ImportStatus.FAILED
+    retry = reverse("image-url-import-retry", args=[project.slug, image_import.pk])
+    assert "Importing noble again." in client_for("operator").post(retry, follow=True).text
+    assert run_latest().status == ImportStatus.DONE
+    assert Image.objects.filter(name="noble").exists()
+
+
+def test_an_operator_cancels_a_queued_import_then_dismisses_it(client_for, project, image_server):
+    image_server.serve("/ok", b"x")
+    start(client_for("operator"), project, url=image_server.url("/ok"))
+    image_import = ImageImport.objects.get()
+    dismiss = reverse("image-url-import-dismiss", args=[project.slug, image_import.pk])
+    page = client_for("operator").post(dismiss, follow=True).text
+    assert "The import of noble is still running: cancel it." in page
+    cancel = reverse("image-url-import-cancel", args=[project.slug, image_import.pk])
+    assert (
+        "Cancelling the import of noble." in client_for("operator").post(cancel, follow=True).text
+    )
+    image_import.refresh_from_db()
+    assert image_import.status == ImportStatus.CANCELLED
+    image_import_run(image_import.pk, image_import.attempt)  # its message, arriving late
+    assert ImageImport.objects.get().status == ImportStatus.CANCELLED
+    assert image_server.routes["/ok"].requests == 1  # the probe only
+    assert "Import of noble dismissed." in client_for("operator").post(dismiss, follow=True).text
+    assert not ImageImport.objects.exists() and not Image.objects.exists()
+    actions = set(AuditEvent.objects.values_list("action", flat=True))
+    assert {"image.import", "image.import.cancel", "image.import.dismiss"} <= actions
