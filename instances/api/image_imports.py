@@ -31,7 +31,7 @@ def image_import_start(request: HttpRequest, slug: Slug, body: ImageImportIn) ->
 @router.get("/projects/{slug}/image-imports", response={200: list[ImageImportOut], **ERRORS})
 def image_import_list(request: HttpRequest, slug: Slug) -> list[ImageImport]:
     project, _ = project_for(request, slug)
-    return list(project.image_imports.all())
+    return list(ImageImport.objects.filter(project=project))
 
 
 @router.get("/projects/{slug}/image-imports/{import_id}", response={200: ImageImportOut, **ERRORS})

@@ -19,7 +19,7 @@ from instances.choices import IMPORT_TRANSITIONAL, ImageKind, Role
 from instances.errors import ActionRefused
 from instances.forms import ImageImportForm, ImageUploadForm, SSHKeyForm, SubnetForm, apply_errors
 from instances.http import AuthedRequest
-from instances.models import Image, Project
+from instances.models import Image, ImageImport, Project
 from instances.services import images, keys, network
 
 
@@ -134,7 +134,7 @@ def image_page(
 
 def image_catalog(project: Project) -> dict[str, object]:
     """What the polled part of the Images page shows: the images and the recent imports."""
-    imports = list(project.image_imports.all()[:20])
+    imports = list(ImageImport.objects.filter(project=project)[:20])
     return {
         "images": Image.objects.filter(Q(project=project) | Q(project=None)).select_related(
             "project"
