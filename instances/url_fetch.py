@@ -1,13 +1,16 @@
 """Fetching a file over HTTP(S) for an image import, with requests: a connect timeout, a stall
 timeout (no bytes for that long) and a redirect limit. Every failure is a FetchError whose
-message says what to fix; only http and https are ever requested."""
+message says what to fix; only http and https are ever requested, and never an address of
+ZOPDAY_IMPORT_BLOCKED_NETWORKS (this machine's loopback, link-local metadata services): each
+hop's host is resolved and checked before the request, and the peer again once connected."""
 
 import contextlib
+import ipaddress
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 import requests
 from django.conf import settings
@@ -56,6 +59,75 @@ def url_refusal(url: str) -> str:
     return ""
 
 
+def _blocked(address: str) -> bool:
+    ip = ipaddress.ip_address(address.split("%")[0])
+    return any(
+        ip in ipaddress.ip_network(network) for network in settings.ZOPDAY_IMPORT_BLOCKED_NETWORKS
+    )
+
+
+def _refuse_blocked(url: str, addresses: list[str]) -> None:
+    host = urlsplit(url).hostname or url
+    for address in addresses:
+        if _blocked(address):
+            raise FetchError(
+                f"{host} is {address}, an address the console does not fetch from (this "
+                "machine's own, or a link-local one): give an address on another server."
+            )
+
+
+def _resolved(url: str) -> list[str]:
+    """The addresses the URL's host resolves to; [] when it does not (the request says so)."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
+    try:
+        found = socket.getaddrinfo(parts.hostname or "", port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return []
+    return [str(info[4][0]) for info in found]
+
+
+def _get(session: requests.Session, url: str, within: Limits) -> requests.Response:
+    """GET one hop, its host checked before and its peer after the connection."""
+    _refuse_blocked(url, _resolved(url))
+    try:
+        response = session.get(
+            url, stream=True, timeout=(within.connect, within.stall), allow_redirects=False,
+            headers={"Accept-Encoding": "identity"},
+        )  # fmt: skip
+    except requests.RequestException as error:
+        raise FetchError(_reason(error, url, within)) from None
+    sock = getattr(getattr(response.raw, "connection", None), "sock", None)
+    with contextlib.suppress(OSError, AttributeError):
+        peer = sock.getpeername()[0] if sock is not None else None
+        if peer:  # the name may have resolved anew for the connection
+            try:
+                _refuse_blocked(url, [peer])
+            except FetchError:
+                response.close()
+                raise
+    return response
+
+
+def _followed(session: requests.Session, url: str, within: Limits) -> requests.Response:
+    """The response after at most within.redirects redirects, each hop checked."""
+    for _ in range(within.redirects + 1):
+        response = _get(session, url, within)
+        if not response.is_redirect:
+            return response
+        location = urljoin(url, response.headers.get("Location", ""))
+        response.close()
+        if urlsplit(location).scheme.lower() not in SCHEMES:
+            raise FetchError(
+                "The address redirects to one that is not http:// or https://: give another."
+            )
+        url = location
+    raise FetchError(
+        f"The address redirects more than {within.redirects} times (a redirect loop?): "
+        "give the file's own address."
+    )
+
+
 @contextmanager
 def url_opened(url: str, within: Limits) -> Iterator[requests.Response]:
     """The response of GET `url` after redirects, its body not read yet; FetchError unless
@@ -63,16 +135,12 @@ def url_opened(url: str, within: Limits) -> Iterator[requests.Response]:
     if message := url_refusal(url):
         raise FetchError(message)
     session = requests.Session()
-    session.max_redirects = within.redirects
     session.trust_env = False  # no proxy or netrc from the worker's environment
     try:
-        response = session.get(
-            url, stream=True, timeout=(within.connect, within.stall),
-            headers={"Accept-Encoding": "identity"},
-        )  # fmt: skip
-    except requests.RequestException as error:
+        response = _followed(session, url, within)
+    except FetchError:
         session.close()
-        raise FetchError(_reason(error, url, within)) from None
+        raise
     try:
         if response.status_code != 200:
             raise FetchError(

@@ -94,6 +94,21 @@ def set_for_the_session(**values: object) -> None:
         settings.__dict__.pop(name, None)  # LazySettings keeps what it read
 
 
+@pytest.fixture(scope="session", autouse=True)
+def imports_from_loopback():
+    """The tests serve images for URL imports on loopback, which the console refuses to fetch
+    from by default: this run's processes (and the workers it starts) allow it."""
+    from django.conf import settings
+
+    allowed = [
+        network
+        for network in settings.ZOPDAY_IMPORT_BLOCKED_NETWORKS
+        if network not in ("127.0.0.0/8", "::1/128")
+    ]
+    os.environ["ZOPDAY_IMPORT_BLOCKED_NETWORKS"] = ",".join(allowed)
+    set_for_the_session(ZOPDAY_IMPORT_BLOCKED_NETWORKS=allowed)
+
+
 @pytest.fixture(scope="session")
 def machines_root():
     """A short private folder for machine run folders, and a private network namespace, for

@@ -16,30 +16,9 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from zopday.envvars import env, envbool, envint, envlist
+
 BASE_DIR = Path(__file__).resolve().parent.parent
-
-
-def env(name: str, default: str = "") -> str:
-    return os.environ.get(name, default)
-
-
-def envbool(name: str, default: bool) -> bool:
-    value = os.environ.get(name)
-    if value is None or value == "":
-        return default
-    return value.strip().lower() in {"1", "true", "yes", "on"}
-
-
-def envint(name: str, default: int) -> int:
-    value = os.environ.get(name)
-    return int(value) if value else default
-
-
-def envlist(name: str, default: list[str]) -> list[str]:
-    value = os.environ.get(name)
-    if not value:
-        return default
-    return [item.strip() for item in value.split(",") if item.strip()]
 
 
 # The run folder holds everything the embedded mode creates: database, sockets, keys, images.
@@ -268,6 +247,19 @@ ZOPDAY_IMAGE_MAX_VIRTUAL_GB = envint("ZOPDAY_IMAGE_MAX_VIRTUAL_GB", 2048)
 # How much each project's uploaded image files may hold together (GiB).
 ZOPDAY_PROJECT_IMAGE_QUOTA_GB = envint("ZOPDAY_PROJECT_IMAGE_QUOTA_GB", 50)
 ZOPDAY_IMPORT_STALL_SECONDS = envint("ZOPDAY_IMPORT_STALL_SECONDS", 30)  # URL imports: no byte
+# Networks URL imports never fetch from: this machine's own services, cloud metadata endpoints.
+ZOPDAY_IMPORT_BLOCKED_NETWORKS = envlist(
+    "ZOPDAY_IMPORT_BLOCKED_NETWORKS",
+    ["127.0.0.0/8", "::1/128", "0.0.0.0/8", "::/128", "169.254.0.0/16", "fe80::/10"],
+)
+for _network in ZOPDAY_IMPORT_BLOCKED_NETWORKS:
+    try:
+        ipaddress.ip_network(_network)
+    except ValueError:
+        raise ImproperlyConfigured(
+            f"ZOPDAY_IMPORT_BLOCKED_NETWORKS: {_network!r} is not a network (give a "
+            "comma-separated list, e.g. 127.0.0.0/8,169.254.0.0/16)."
+        ) from None
 # Machine run folders hold unix sockets, whose paths must stay under 108 bytes: keep this short.
 ZOPDAY_MACHINES_DIR = Path(env("ZOPDAY_MACHINES_DIR", str(RUN_DIR / "machines"))).resolve()
 ZOPDAY_EIP_POOL = env("ZOPDAY_EIP_POOL", "198.51.100.0/24")

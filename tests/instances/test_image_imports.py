@@ -140,6 +140,29 @@ def test_a_wrong_address_or_checksum_is_refused_at_its_field_and_nothing_is_made
 
 
 @pytest.mark.parametrize(
+    ("where", "blocked", "seen"),
+    [
+        ("/ok", "127.0.0.0/8", "127.0.0.1"),  # this machine's own services
+        ("/to-metadata", "127.0.0.2/32", "169.254.169.254"),  # a redirect to a cloud's metadata
+        ("/to-other-loopback", "127.0.0.2/32", "127.0.0.2"),  # a redirect to a blocked one
+    ],
+)
+def test_addresses_of_this_machine_or_link_local_ones_are_never_fetched(
+    client_for, project, image_server, images_dir, settings, where, blocked, seen
+):
+    settings.ZOPDAY_IMPORT_BLOCKED_NETWORKS = [blocked, "169.254.0.0/16"]
+    image_server.serve("/ok", b"x")
+    image_server.serve("/to-metadata", redirect_to="http://169.254.169.254/latest/meta-data/")
+    other = image_server.url("/ok").replace("127.0.0.1", "127.0.0.2")
+    image_server.serve("/to-other-loopback", redirect_to=other)
+    page = start(client_for("operator"), project, url=image_server.url(where)).text
+    error = html.unescape(page.split('id="import-url-error">', 1)[1].split("</p>", 1)[0])
+    assert f"is {seen}, an address the console does not fetch from" in error
+    assert not ImageImport.objects.exists() and not Image.objects.exists()
+    assert image_server.routes["/ok"].sent == 0  # nothing asked of a blocked address
+
+
+@pytest.mark.parametrize(
     ("content", "options", "field", "message"),
     [
         ("text", {}, "url", "qemu-img cannot read this as a qcow2 image"),
