@@ -3,9 +3,12 @@
 from instances.backends.base import DiskSpec, FirmwareSpec, MachineSpec, NicSpec
 from instances.choices import DiskBus, DiskRole, ImageKind, LinkState, OsType
 from instances.cloudinit import seed_for
+from instances.containerdisks.cache import container_source
 from instances.models import Disk, Instance, Subnet
 
-ROLE_ORDER: dict[str, int] = {DiskRole.ROOT: 0, DiskRole.SECONDARY: 1, DiskRole.CDROM: 2}
+ROLE_ORDER: dict[str, int] = {
+    DiskRole.ROOT: 0, DiskRole.SECONDARY: 1, DiskRole.CONTAINER: 1, DiskRole.CDROM: 2
+}  # fmt: skip
 
 
 def effective_bus(disk: Disk) -> str:
@@ -22,8 +25,11 @@ def effective_bus(disk: Disk) -> str:
 def disk_spec(disk: Disk) -> DiskSpec:
     image = disk.image
     source = None
+    reference = ""
     if image is not None and image.kind in (ImageKind.QCOW2, ImageKind.ISO):
         source = image.file
+    if image is not None and disk.role == DiskRole.CONTAINER:
+        source, reference = container_source(image.reference, disk.digest)
     return DiskSpec(
         name=disk.device_name,
         role=disk.role,
@@ -32,6 +38,7 @@ def disk_spec(disk: Disk) -> DiskSpec:
         source=source,
         boot_order=disk.boot_order,
         serial=disk.name[:20],
+        reference=reference,
     )
 
 

@@ -267,6 +267,7 @@ ZOPDAY_IMAGE_UPLOAD_MAX_GB = envint("ZOPDAY_IMAGE_UPLOAD_MAX_GB", 20)
 ZOPDAY_IMAGE_MAX_VIRTUAL_GB = envint("ZOPDAY_IMAGE_MAX_VIRTUAL_GB", 2048)
 # How much each project's uploaded image files may hold together (GiB).
 ZOPDAY_PROJECT_IMAGE_QUOTA_GB = envint("ZOPDAY_PROJECT_IMAGE_QUOTA_GB", 50)
+ZOPDAY_CONTAINER_DISK_MAX_MB = envint("ZOPDAY_CONTAINER_DISK_MAX_MB", 20480)  # a pull's cap
 # Machine run folders hold unix sockets, whose paths must stay under 108 bytes: keep this short.
 ZOPDAY_MACHINES_DIR = Path(env("ZOPDAY_MACHINES_DIR", str(RUN_DIR / "machines"))).resolve()
 ZOPDAY_EIP_POOL = env("ZOPDAY_EIP_POOL", "198.51.100.0/24")

@@ -272,6 +272,13 @@ class QemuRuns:
         if disk.role == "cdrom":
             return
         path = run.disk_path(disk.name)
+        if disk.role == "container":  # immutable: a fresh overlay over the cached image each run
+            if disk.source is None:
+                raise BackendError(f"Container disk {disk.name} has not been pulled.")
+            path.unlink(missing_ok=True)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.qemu_img.create(path, 0, disk.source)
+            return
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
             try:

@@ -14,7 +14,7 @@ import contextlib
 import copy
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,10 @@ from instances.backends.base import (
     Power,
 )
 from instances.backends.qemu import QemuBackend
+from instances.containerdisks import cache
+from instances.containerdisks.errors import ContainerDiskError
+from instances.containerdisks.reference import parse_reference
+from instances.containerdisks.skopeo import Access, plain_http
 from tests.fakes.kubevirt.agent import AgentRelay
 from tests.fakes.kubevirt.cdi import Cdi
 from tests.fakes.kubevirt.live import LiveUpdates
@@ -402,12 +406,17 @@ class Controller:
             spec = self.machine_for(vmi)
         except ApiError:  # a Secret it mounts is not there yet: the pod waits for it
             return
+        except BackendError as error:  # a containerDisk it could not pull
+            spec = None
+            vmi["status"].update(phase="Failed", reason=error.message)
         try:
-            self.node_backend(node).start(spec)
+            if spec is not None:
+                self.node_backend(node).start(spec)
         except BackendError as error:
             vmi["status"].update(phase="Failed", reason=error.message)
         else:
-            vmi["status"]["phase"] = "Running"
+            if spec is not None:
+                vmi["status"]["phase"] = "Running"
         current = self.store.find(VMI, *key)
         if current is not None:
             current["status"] = vmi["status"]
@@ -440,6 +449,12 @@ class Controller:
                 seed = self._seed(vmi, volume["cloudInitNoCloud"])
                 continue
             size, source, cdrom = 1, None, "cdrom" in device
+            if "containerDisk" in volume:  # the node pulls it, through the hosts' own cache
+                disks.append(replace(
+                    container_disk(volume["containerDisk"]["image"]), name=device["name"],
+                    boot_order=device.get("bootOrder"), serial=device.get("serial", ""),
+                ))  # fmt: skip
+                continue
             if "dataVolume" in volume:
                 source = self.cdi.disk_file(namespace, volume["dataVolume"]["name"], cdrom=cdrom)
                 data_volume = self.store.find(DATA_VOLUME, namespace, volume["dataVolume"]["name"])
@@ -498,6 +513,18 @@ class Controller:
         name = vmi["metadata"]["name"]
         meta = f"instance-id: {vmi['metadata']['uid']}\nlocal-hostname: {name}\n"
         return CloudInitSeed(meta_data=meta, user_data=user, network_config=network)
+
+
+def container_disk(image: str) -> DiskSpec:
+    """A containerDisk volume's image pulled into the cache a node's QEMU boots it from; a pull
+    that fails is the pod's ErrImagePull."""
+    try:
+        reference = parse_reference(image)
+        access = Access(insecure=plain_http(reference.registry))
+        cached = cache.pull(reference, access)
+    except ContainerDiskError as error:
+        raise BackendError(f"ErrImagePull: {error.message}") from None
+    return DiskSpec(name="", role="container", bus="virtio", source=cached.path, reference=image)
 
 
 def _owner(vm: Body) -> Body:
