@@ -210,7 +210,11 @@ def _disk_requests(request: InstanceRequest) -> list[tuple[str, DiskRequest]]:
         (d for d in named if d.role in (DiskRole.CDROM, DiskRole.CONTAINER) and d.image), None
     )
     if blank and installer is not None and installer.boot_order is None:
-        named = [replace(d, boot_order=2) if d is installer else d for d in named]
+        # SeaBIOS passes over a blank disk to a CD-ROM but not to another disk: a container
+        # disk boots first
+        first = installer.role == DiskRole.CONTAINER
+        named = [replace(d, boot_order=1 if first else 2) if d is installer else d for d in named]
+        root = replace(root, boot_order=2) if first else root
     return [("root", root), *((f"disks-{n}", disk) for n, disk in enumerate(named))]
 
 

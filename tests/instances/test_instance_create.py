@@ -323,7 +323,8 @@ def test_a_container_disk_boots_over_a_blank_root_disk(project, operator, subnet
     )
     vm = instance_create(project=project, actor=operator, request=request)
     container = vm.disks.get(role=DiskRole.CONTAINER)
-    assert container.boot_order == 2 and container.size_gb == 1 and container.digest == ""
+    assert container.boot_order == 1 and container.size_gb == 1 and container.digest == ""
+    assert vm.disks.get(role=DiskRole.ROOT).boot_order == 2
 
 
 def test_a_cdrom_must_hold_an_iso(project, operator, subnet):
