@@ -6,6 +6,7 @@ through the same cache)."""
 import subprocess
 
 import pytest
+from django.urls import reverse
 
 from instances.choices import DiskRole, ImageKind, PowerState
 from instances.containerdisks.cache import cache_root, cached_file
@@ -49,7 +50,7 @@ def read_mark(platform: Platform, vm: Instance, device: str) -> str:
 
 
 def test_an_instance_boots_from_a_container_disk_and_forgets_its_writes_at_a_restart(
-    platform, project, operator, lan, demo_container_disk
+    platform, project, operator, lan, demo_container_disk, client_for, api_for
 ):
     reference, digest = demo_container_disk
     vm = started(
@@ -60,6 +61,11 @@ def test_an_instance_boots_from_a_container_disk_and_forgets_its_writes_at_a_res
     disk = Disk.objects.get(instance=vm, role=DiskRole.CONTAINER)
     assert disk.digest == digest  # the digest it runs, pinned at its first pull
     assert cached_file(digest).is_file()
+    detail = reverse("instance-detail", args=[project.slug, vm.pk])
+    page = client_for("operator").get(f"{detail}?tab=storage").content.decode()
+    assert f"<code>{digest}</code>" in page
+    shown = api_for("operator").get(f"/projects/{project.slug}/disks/{disk.pk}").json()
+    assert shown["digest"] == digest
     device = container_device(platform, vm)
     assert read_mark(platform, vm, device) != MARK
     run_in(
