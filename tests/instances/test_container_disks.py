@@ -131,3 +131,20 @@ def test_a_projects_registry_login_is_stored_encrypted_and_used(project, owner, 
     reference = parse_reference(f"{oci_auth_registry.address}/x/y:1")
     error = refusal(str(reference), registry_access(project, reference))
     assert "has no image x/y:1" in error.message  # logged in: the image is what is missing
+
+
+@pytest.mark.django_db
+def test_an_admin_adds_a_registry_login_whose_password_is_never_shown(admin_client, project):
+    response = admin_client.post(
+        "/admin/instances/registrycredential/add/",
+        {"project": project.pk, "registry": "Registry.Example.com:5000", "username": "bot",
+         "new_password": "tok-123"},
+    )  # fmt: skip
+    assert response.status_code == 302, response.content.decode()[:2000]
+    login = RegistryCredential.objects.get()
+    assert (login.registry, login.password) == ("registry.example.com:5000", "tok-123")
+    page = admin_client.get(f"/admin/instances/registrycredential/{login.pk}/change/")
+    assert (
+        "tok-123" not in page.content.decode()
+        and login.password_encrypted not in page.content.decode()
+    )
