@@ -14,7 +14,7 @@ import time
 import urllib.error
 import urllib.request
 import warnings
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,7 +100,7 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _start(folder: Path, login: tuple[str, str] | None) -> Iterator[Registry]:
+def _start(folder: Path, login: tuple[str, str] | None) -> Generator[Registry, None, None]:
     missing = [tool for tool in ("docker-registry", "skopeo") if shutil.which(tool) is None]
     if missing:
         pytest.fail(f"the registry tests need {' and '.join(missing)} (bin/zop installs them)")
