@@ -3,7 +3,16 @@
 from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 
-from instances.api import disks, images, instances, keys, network, nics, projects
+from instances.api import (
+    container_images,
+    disks,
+    images,
+    instances,
+    keys,
+    network,
+    nics,
+    projects,
+)
 from instances.api.auth import API_AUTH
 from instances.api.errors import install_error_handlers, respond
 from instances.manifests import endpoints as manifest_endpoints
@@ -21,7 +30,7 @@ api = NinjaAPI(
     auth=API_AUTH,
 )
 install_error_handlers(api)
-for module in (projects, images, network, keys, instances, nics, disks):
+for module in (projects, images, container_images, network, keys, instances, nics, disks):
     api.add_router("", module.router)
 api.add_router("", manifest_endpoints.router)
 api.add_router("", provisioning_api.router)

@@ -4,16 +4,17 @@ this console runs the instance), pin that digest on the disk, and keep registry 
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Q
 
 from instances import actions
 from instances.access import project_role
 from instances.backends.base import BackendError
-from instances.choices import DiskRole
+from instances.choices import DiskRole, ImageKind, OsType
 from instances.containerdisks import cache
 from instances.containerdisks.errors import ContainerDiskError
 from instances.containerdisks.reference import REGISTRY, Reference, parse_reference
 from instances.containerdisks.skopeo import Access, plain_http
-from instances.models import Disk, Instance, Project, RegistryCredential
+from instances.models import Disk, Image, Instance, Project, RegistryCredential
 from instances.services.audit import audit_record
 
 
@@ -48,6 +49,39 @@ def container_disk_digest(disk: Disk, *, pull: bool) -> str:
         return digest
     except ContainerDiskError as error:
         raise BackendError(f"{disk.name}: {error.message}", retryable=error.retryable) from None
+
+
+def container_image_add(
+    *, project: Project, actor: AbstractBaseUser, name: str, reference: str,
+    os_type: str = OsType.LINUX, description: str = "",
+) -> Image:  # fmt: skip
+    """Register a container disk image by its OCI reference; nothing is pulled here (a web
+    request): the host's worker pulls it at the first start of an instance that uses it."""
+    actions.require(actions.manage(project_role(actor, project)))
+    name, errors = name.strip(), {}
+    try:
+        reference = str(parse_reference(reference))
+    except ContainerDiskError as error:
+        errors["reference"] = error.message
+    if not name:
+        errors["name"] = "Give the image a name."
+    elif Image.objects.filter(Q(project=project) | Q(project=None), name=name).exists():
+        errors["name"] = f"An image called {name} exists already: choose another name."
+    if os_type not in OsType.values:
+        errors["os_type"] = f"Choose one of: {', '.join(OsType.values)}."
+    image = Image(project=project, name=name, kind=ImageKind.CONTAINER, os_type=os_type,
+                  reference=reference, description=description.strip())  # fmt: skip
+    try:
+        image.full_clean(exclude=["path", *errors])
+    except ValidationError as error:
+        errors |= {key: messages[0] for key, messages in error.message_dict.items()}
+    if errors:
+        raise ValidationError(errors)
+    with transaction.atomic():
+        image.save()
+        audit_record(actor=actor, action="image.add", project=project, target=image,
+                     detail={"reference": reference})  # fmt: skip
+    return image
 
 
 def registry_credential_set(

@@ -9,6 +9,7 @@ from instances.containerdisks.reference import parse_reference
 from instances.containerdisks.skopeo import Access
 from instances.models import RegistryCredential
 from instances.services.container_disks import registry_access, registry_credential_set
+from tests.instances.api.helpers import errors_of
 from tests.oci_registry import PASSWORD, USER, oci_layout
 
 PLAIN = Access(insecure=True)
@@ -147,4 +148,24 @@ def test_an_admin_adds_a_registry_login_whose_password_is_never_shown(admin_clie
     assert (
         "tok-123" not in page.content.decode()
         and login.password_encrypted not in page.content.decode()
+    )
+
+
+@pytest.mark.django_db
+def test_a_container_image_is_registered_by_reference_and_a_bad_one_answered_at_its_field(
+    project, api_for
+):
+    body = {"name": "fedora", "reference": "registry.example.com/disks/fedora:40"}
+    made = api_for("operator").post(f"/projects/{project.slug}/container-images", body)
+    assert made.status_code == 201, made.content
+    assert (made.json()["kind"], made.json()["reference"]) == ("container", body["reference"])
+    again = {"name": "fedora", "reference": "fedora:40"}
+    refused = api_for("operator").post(f"/projects/{project.slug}/container-images", again)
+    assert refused.status_code == 422
+    errors = errors_of(refused)
+    assert errors["name"] == ["An image called fedora exists already: choose another name."]
+    assert "Start the reference with the registry's host name" in errors["reference"][0]
+    assert (
+        api_for("viewer").post(f"/projects/{project.slug}/container-images", body).status_code
+        == 403
     )
