@@ -77,6 +77,8 @@ def test_an_instance_boots_from_a_container_disk_and_forgets_its_writes_at_a_res
 
     power.instance_force_stop(instance=vm, actor=operator)
     wait_for_state(vm, PowerState.STOPPED, timeout=60)
+    if platform.name == "qemu":  # the overlay went with the run
+        assert not (platform.guest(vm)[0].root / "disks" / f"{disk.device_name}.qcow2").exists()
     started(platform, operator, vm, boots=2)
     assert read_mark(platform, vm, container_device(platform, vm)) != MARK  # a fresh overlay
     assert run_in(platform, vm, "cat /data/boot-count") == "2"  # the root disk keeps its writes

@@ -223,6 +223,7 @@ class QemuRuns:
 
     def _finish(self, run: RunFolder, kind: ExitKind) -> None:
         self._release(run)
+        run.drop_container_disks()
         run.write_exit(kind)
 
     def _release(self, run: RunFolder, taps: dict[str, tuple[str, str]] | None = None) -> None:
@@ -278,6 +279,7 @@ class QemuRuns:
             path.unlink(missing_ok=True)
             path.parent.mkdir(parents=True, exist_ok=True)
             self.qemu_img.create(path, 0, disk.source)
+            run.note_container_disk(disk.name)
             return
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
