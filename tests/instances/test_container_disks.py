@@ -3,12 +3,21 @@ and every bad input refused with what to fix, leaving nothing in the cache."""
 
 import pytest
 
+from instances.backends.base import BackendError
+from instances.choices import DiskRole, ImageKind
 from instances.containerdisks import cache
 from instances.containerdisks.errors import ContainerDiskError
 from instances.containerdisks.reference import parse_reference
 from instances.containerdisks.skopeo import Access
 from instances.models import RegistryCredential
-from instances.services.container_disks import registry_access, registry_credential_set
+from instances.services.container_disks import (
+    container_disks_ready,
+    registry_access,
+    registry_credential_set,
+)
+from instances.services.instances import DiskRequest, instance_create
+from instances.specs import machine_spec
+from tests.factories import ImageFactory, instance_request
 from tests.instances.api.helpers import errors_of
 from tests.oci_registry import PASSWORD, USER, oci_layout
 
@@ -169,3 +178,27 @@ def test_a_container_image_is_registered_by_reference_and_a_bad_one_answered_at_
         api_for("viewer").post(f"/projects/{project.slug}/container-images", body).status_code
         == 403
     )
+
+
+@pytest.mark.django_db
+def test_a_disk_keeps_the_digest_it_first_ran_and_says_when_its_tag_moved(
+    project, operator, subnet, oci_registry, tmp_path
+):
+    first = oci_registry.push(oci_layout(tmp_path / "a", {"disk/a.img": b"a" * 4096}), "x/pin:1")
+    image = ImageFactory(kind=ImageKind.CONTAINER, name="pin", path="",
+                         reference=f"{oci_registry.address}/x/pin:1")  # fmt: skip
+    request = instance_request(
+        subnet,
+        root_image=None,
+        disks=[DiskRequest(size_gb=0, role=DiskRole.CONTAINER, image=image)],
+    )
+    vm = instance_create(project=project, actor=operator, request=request)
+    container_disks_ready(vm, pull=False)  # as for KubeVirt: resolved, not pulled here
+    disk = vm.disks.get(role=DiskRole.CONTAINER)
+    assert disk.digest == first and not cache.cached_file(first).exists()
+    assert machine_spec(vm).disks[-1].reference == f"{oci_registry.address}/x/pin@{first}"
+    oci_registry.push(oci_layout(tmp_path / "b", {"disk/b.img": b"b" * 4096}), "x/pin:1")
+    with pytest.raises(BackendError, match=f"{disk.name}: The tag of .* moved since this disk"):
+        container_disks_ready(vm, pull=True)
+    assert vm.disks.get(role=DiskRole.CONTAINER).digest == first
+    assert leftovers() == []
