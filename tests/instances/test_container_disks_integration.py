@@ -12,11 +12,13 @@ from instances.choices import DiskRole, ImageKind, PowerState
 from instances.containerdisks.cache import cache_root, cached_file
 from instances.models import Disk, Instance
 from instances.services import power
+from instances.services.container_disks import registry_credential_set
 from instances.services.instances import DiskRequest
 from tests.factories import ImageFactory
 from tests.instances.platforms import Platform
 from tests.instances.test_machines_integration import run_in, wait_for_prompt, wait_for_state
 from tests.instances.test_storage_integration import block_devices, started
+from tests.oci_registry import PASSWORD, USER, oci_layout
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -137,3 +139,23 @@ def test_a_container_disk_that_cannot_be_pulled_fails_the_start_with_its_reason(
     )
     assert Disk.objects.get(instance=vm, role=DiskRole.CONTAINER).digest == ""
     assert not [p for p in cache_root().iterdir() if p.name.startswith(".pull-")]
+
+
+def test_a_private_registry_is_pulled_from_with_the_projects_login(
+    platform, project, owner, operator, lan, oci_auth_registry, demo_boot_disk, tmp_path
+):
+    layout = oci_layout(tmp_path / "layout", {"disk/demo.qcow2": demo_boot_disk})
+    digest = oci_auth_registry.push(layout, "private/demo:1")
+    registry_credential_set(
+        project=project, actor=owner, registry=oci_auth_registry.address, username=USER,
+        password=PASSWORD,
+    )  # fmt: skip
+    reference = f"{oci_auth_registry.address}/private/demo:1"
+    vm = started(
+        platform,
+        operator,
+        from_registry(platform, operator, lan, reference, "priv-vm", "10.88.0.90"),
+    )
+    assert Disk.objects.get(instance=vm, role=DiskRole.CONTAINER).digest == digest
+    power.instance_force_stop(instance=vm, actor=operator)
+    wait_for_state(vm, PowerState.STOPPED, timeout=60)

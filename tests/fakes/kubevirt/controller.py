@@ -12,6 +12,7 @@ fails). Live migrations are migrations.py's. Where it stops: one reconcile threa
 import base64
 import contextlib
 import copy
+import json
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -450,8 +451,9 @@ class Controller:
                 continue
             size, source, cdrom = 1, None, "cdrom" in device
             if "containerDisk" in volume:  # the node pulls it, through the hosts' own cache
+                login = self._pull_login(namespace, volume["containerDisk"])
                 disks.append(replace(
-                    container_disk(volume["containerDisk"]["image"]), name=device["name"],
+                    container_disk(volume["containerDisk"]["image"], login), name=device["name"],
                     boot_order=device.get("bootOrder"), serial=device.get("serial", ""),
                 ))  # fmt: skip
                 continue
@@ -495,6 +497,22 @@ class Controller:
             kernel=kernel, initrd=initrd, kernel_cmdline=cmdline,
         )  # fmt: skip
 
+    def _pull_login(self, namespace: str, source: Body) -> tuple[str, str]:
+        """The user and password of a containerDisk's imagePullSecret (a .dockerconfigjson)."""
+        if not source.get("imagePullSecret"):
+            return "", ""
+        secret = self.store.get(SECRET, namespace, source["imagePullSecret"])
+        text = (
+            secret.get("stringData", {}).get(".dockerconfigjson")
+            or base64.b64decode(secret.get("data", {}).get(".dockerconfigjson", "")).decode()
+        )
+        auths = json.loads(text or "{}").get("auths", {})
+        registry = source["image"].split("/", 1)[0]
+        user, _, password = (
+            base64.b64decode(auths.get(registry, {}).get("auth", "")).decode().partition(":")
+        )
+        return user, password
+
     def _seed(self, vmi: Body, nocloud: Body) -> CloudInitSeed:
         namespace = vmi["metadata"]["namespace"]
 
@@ -515,12 +533,12 @@ class Controller:
         return CloudInitSeed(meta_data=meta, user_data=user, network_config=network)
 
 
-def container_disk(image: str) -> DiskSpec:
+def container_disk(image: str, login: tuple[str, str] = ("", "")) -> DiskSpec:
     """A containerDisk volume's image pulled into the cache a node's QEMU boots it from; a pull
     that fails is the pod's ErrImagePull."""
     try:
         reference = parse_reference(image)
-        access = Access(insecure=plain_http(reference.registry))
+        access = Access(plain_http(reference.registry), username=login[0], password=login[1])
         cached = cache.pull(reference, access)
     except ContainerDiskError as error:
         raise BackendError(f"ErrImagePull: {error.message}") from None
