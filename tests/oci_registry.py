@@ -72,7 +72,7 @@ def oci_layout(folder: Path, files: dict[str, Path | bytes]) -> Path:
                 info.size = len(content)
                 tar.addfile(info, io.BytesIO(content))
     layer_tar = tar_bytes.getvalue()
-    layer = _blob(folder, gzip.compress(layer_tar, compresslevel=1),
+    layer = _blob(folder, gzip.compress(layer_tar, compresslevel=1, mtime=0),
                   "application/vnd.oci.image.layer.v1.tar+gzip")  # fmt: skip
     config = _blob(folder, json.dumps({
         "architecture": "amd64", "os": "linux",
@@ -156,8 +156,14 @@ def demo_boot_disk(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def demo_container_disk(oci_registry, demo_boot_disk, tmp_path_factory) -> tuple[str, str]:
-    """The demo guest pushed as a containerDisk (disk/demo.qcow2): its reference and digest."""
+def demo_container_disk(
+    oci_registry, demo_boot_disk, tmp_path_factory
+) -> Iterator[tuple[str, str]]:
+    """The demo guest pushed as a containerDisk (disk/demo.qcow2): its reference and digest.
+    Its copy in the images folder's cache (the worker's too) goes at the end."""
+    from instances.containerdisks.cache import cached_file
+
     layout = oci_layout(tmp_path_factory.mktemp("demo-layout"), {"disk/demo.qcow2": demo_boot_disk})
     digest = oci_registry.push(layout, "containerdisks/demo:1")
-    return f"{oci_registry.address}/containerdisks/demo:1", digest
+    yield f"{oci_registry.address}/containerdisks/demo:1", digest
+    shutil.rmtree(cached_file(digest).parent, ignore_errors=True)

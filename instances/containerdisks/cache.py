@@ -108,9 +108,13 @@ def require_unmoved(reference: Reference, expected: str, digest: str) -> None:
 @contextlib.contextmanager
 def _locked(digest: str) -> Iterator[None]:
     cache_root().mkdir(parents=True, exist_ok=True)
-    with (cache_root() / f".lock-{digest.replace(':', '-')}").open("w") as lock:
+    path = cache_root() / f".lock-{digest.replace(':', '-')}"
+    with path.open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
+        try:
+            yield
+        finally:  # a pull that raced past the unlinked file finds the copy, or moves in last
+            path.unlink(missing_ok=True)
 
 
 def _pull_into(
@@ -130,7 +134,11 @@ def _pull_into(
         disk = disk_from_layers(reference, blobs, work / "out", max_bytes())
         made = standalone_qcow2(reference, disk, work / "final" / "disk.qcow2")
         target.parent.parent.mkdir(parents=True, exist_ok=True)
-        made.parent.rename(target.parent)
+        try:
+            made.parent.rename(target.parent)
+        except OSError:
+            if not target.is_file():  # not another pull's copy in place: a real failure
+                raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -31,13 +31,9 @@ def private_cache(settings, tmp_path):
 
 
 def leftovers() -> list[str]:
-    """What the cache holds besides lock files: nothing after a failed pull."""
+    """What the cache holds: nothing after a failed pull, not even a lock file."""
     root = cache.cache_root()
-    return (
-        sorted(p.name for p in root.iterdir() if not p.name.startswith(".lock"))
-        if root.exists()
-        else []
-    )
+    return sorted(p.name for p in root.iterdir()) if root.exists() else []
 
 
 def refusal(reference: str, access: Access = PLAIN, **kwargs) -> ContainerDiskError:

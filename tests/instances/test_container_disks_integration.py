@@ -3,6 +3,7 @@ console and a real Celery worker, on each platform: this console's QEMU hosts (t
 into the shared cache) and KubeVirt (a containerDisk volume, which the fake's nodes pull
 through the same cache)."""
 
+import shutil
 import subprocess
 
 import pytest
@@ -159,3 +160,4 @@ def test_a_private_registry_is_pulled_from_with_the_projects_login(
     assert Disk.objects.get(instance=vm, role=DiskRole.CONTAINER).digest == digest
     power.instance_force_stop(instance=vm, actor=operator)
     wait_for_state(vm, PowerState.STOPPED, timeout=60)
+    shutil.rmtree(cached_file(digest).parent, ignore_errors=True)  # the session's images go
