@@ -1,6 +1,8 @@
 """Container disk pulls against a real registry on loopback: verified, cached once per digest,
 and every bad input refused with what to fix, leaving nothing in the cache."""
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
 from instances.backends.base import BackendError
@@ -198,3 +200,13 @@ def test_a_disk_keeps_the_digest_it_first_ran_and_says_when_its_tag_moved(
         container_disks_ready(vm, pull=True)
     assert vm.disks.get(role=DiskRole.CONTAINER).digest == first
     assert leftovers() == []
+
+
+def test_two_pulls_at_once_leave_one_copy(oci_registry, tmp_path):
+    layout = oci_layout(tmp_path / "layout", {"disk/both.img": bytes(range(256)) * 8192})
+    digest = oci_registry.push(layout, "x/both:1")
+    reference = parse_reference(f"{oci_registry.address}/x/both:1")
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        pulled = list(pool.map(lambda _: cache.pull(reference, PLAIN), range(2)))
+    assert {p.path for p in pulled} == {cache.cached_file(digest)}
+    assert leftovers() == [digest.replace(":", "-")]
