@@ -8,6 +8,7 @@ from django.http import HttpRequest
 from instances import (
     actions,
     admin_clusters,  # noqa: F401  (registers ClusterAdmin)
+    admin_registries,  # noqa: F401  (registers RegistryCredentialAdmin)
 )
 from instances.access import project_role
 from instances.admin_scope import ProjectScopedAdmin

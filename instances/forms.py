@@ -35,6 +35,13 @@ class InstanceForm(forms.Form):
     cdrom_image = forms.ModelChoiceField(
         queryset=Image.objects.none(), required=False, label="CD-ROM (ISO)", empty_label="No CD-ROM"
     )
+    container_image = forms.ModelChoiceField(
+        queryset=Image.objects.none(),
+        required=False,
+        label="Container disk (OCI)",
+        empty_label="No container disk",
+        help_text="Pulled from its registry at the first start; boots before a blank root disk.",
+    )
     ssh_keys = forms.ModelMultipleChoiceField(
         queryset=SSHKey.objects.none(),
         required=False,
@@ -48,6 +55,8 @@ class InstanceForm(forms.Form):
         self.fields["root_image"].queryset = images  # type: ignore[attr-defined]
         self.fields["root_image"].initial = images.first()  # blank only when chosen
         self.fields["cdrom_image"].queryset = images_for(project, ImageKind.ISO)  # type: ignore[attr-defined]
+        containers = images_for(project, ImageKind.CONTAINER)
+        self.fields["container_image"].queryset = containers  # type: ignore[attr-defined]
         self.fields["ssh_keys"].queryset = project.ssh_keys.all()  # type: ignore[attr-defined]
         self.run_strategy_help = RUN_STRATEGY_HELP
         # "Runs on" is asked only when there is a choice: the console's hosts or a cluster

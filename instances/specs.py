@@ -1,11 +1,17 @@
 """Turn an Instance and its disks and NICs into the backend's MachineSpec."""
 
+import base64
+import json
+
 from instances.backends.base import DiskSpec, FirmwareSpec, MachineSpec, NicSpec
 from instances.choices import DiskBus, DiskRole, ImageKind, LinkState, OsType
 from instances.cloudinit import seed_for
-from instances.models import Disk, Instance, Subnet
+from instances.containerdisks.cache import container_source
+from instances.models import Disk, Instance, Project, RegistryCredential, Subnet
 
-ROLE_ORDER: dict[str, int] = {DiskRole.ROOT: 0, DiskRole.SECONDARY: 1, DiskRole.CDROM: 2}
+ROLE_ORDER: dict[str, int] = {
+    DiskRole.ROOT: 0, DiskRole.SECONDARY: 1, DiskRole.CONTAINER: 1, DiskRole.CDROM: 2
+}  # fmt: skip
 
 
 def effective_bus(disk: Disk) -> str:
@@ -22,8 +28,13 @@ def effective_bus(disk: Disk) -> str:
 def disk_spec(disk: Disk) -> DiskSpec:
     image = disk.image
     source = None
+    reference = ""
     if image is not None and image.kind in (ImageKind.QCOW2, ImageKind.ISO):
         source = image.file
+    pull_login = ""
+    if image is not None and disk.role == DiskRole.CONTAINER:
+        source, reference = container_source(image.reference, disk.digest)
+        pull_login = docker_config(disk.project, image.reference)
     return DiskSpec(
         name=disk.device_name,
         role=disk.role,
@@ -32,7 +43,19 @@ def disk_spec(disk: Disk) -> DiskSpec:
         source=source,
         boot_order=disk.boot_order,
         serial=disk.name[:20],
+        reference=reference,
+        pull_login=pull_login,
     )
+
+
+def docker_config(project: Project, reference: str) -> str:
+    """The project's login to the reference's registry as a .dockerconfigjson; "" for none."""
+    registry = reference.split("/", 1)[0]
+    login = RegistryCredential.objects.filter(project=project, registry=registry).first()
+    if login is None:
+        return ""
+    token = base64.b64encode(f"{login.username}:{login.password}".encode()).decode()
+    return json.dumps({"auths": {registry: {"auth": token}}})
 
 
 def _kernel_file(disks: tuple[DiskSpec, ...], nics: tuple[NicSpec, ...]) -> str:

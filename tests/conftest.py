@@ -12,7 +12,7 @@ from django.test import Client
 from instances.choices import Role
 from tests.factories import MembershipFactory, ProjectFactory, UserFactory
 
-pytest_plugins = ["tests.fakes.fixtures", "tests.fakes.kubevirt.fixtures"]
+pytest_plugins = ["tests.fakes.fixtures", "tests.fakes.kubevirt.fixtures", "tests.oci_registry"]
 ROLES = ("owner", "operator", "viewer", "outsider")
 
 

@@ -4,6 +4,7 @@ from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 
 from instances.api import (
+    container_images,
     disks,
     image_imports,
     images,
@@ -30,7 +31,17 @@ api = NinjaAPI(
     auth=API_AUTH,
 )
 install_error_handlers(api)
-for module in (projects, images, image_imports, network, keys, instances, nics, disks):
+for module in (
+    projects,
+    images,
+    container_images,
+    image_imports,
+    network,
+    keys,
+    instances,
+    nics,
+    disks,
+):
     api.add_router("", module.router)
 api.add_router("", manifest_endpoints.router)
 api.add_router("", provisioning_api.router)

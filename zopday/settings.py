@@ -260,6 +260,7 @@ for _network in ZOPDAY_IMPORT_BLOCKED_NETWORKS:
             f"ZOPDAY_IMPORT_BLOCKED_NETWORKS: {_network!r} is not a network (give a "
             "comma-separated list, e.g. 127.0.0.0/8,169.254.0.0/16)."
         ) from None
+ZOPDAY_CONTAINER_DISK_MAX_MB = envint("ZOPDAY_CONTAINER_DISK_MAX_MB", 20480)  # a pull's cap
 # Machine run folders hold unix sockets, whose paths must stay under 108 bytes: keep this short.
 ZOPDAY_MACHINES_DIR = Path(env("ZOPDAY_MACHINES_DIR", str(RUN_DIR / "machines"))).resolve()
 ZOPDAY_EIP_POOL = env("ZOPDAY_EIP_POOL", "198.51.100.0/24")

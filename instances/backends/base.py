@@ -38,6 +38,8 @@ class DiskSpec:
     boot_order: int | None = None
     serial: str = ""
     reference: str = ""  # a container disk's OCI image reference
+    # a container disk's registry login, as a .dockerconfigjson (for a cluster's pull secret)
+    pull_login: str = field(default="", repr=False)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('instances', '0020_instance_migration'),
+        ('instances', '0021_container_disks'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -9,6 +9,7 @@ from .keys import SSHKey
 from .machines import Instance
 from .network import ElasticIP, IPLease, NetworkInterface, Subnet
 from .projects import Membership, Project
+from .registries import RegistryCredential
 from .tokens import ApiToken
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "Membership",
     "NetworkInterface",
     "Project",
+    "RegistryCredential",
     "SSHKey",
     "Subnet",
 ]

@@ -3,6 +3,8 @@ from django.db import models
 from django.utils import timezone
 
 from instances.choices import SNAPSHOT_TRANSITIONAL, DiskBus, DiskRole, ImageKind, SnapshotState
+from instances.containerdisks.errors import ContainerDiskError
+from instances.containerdisks.reference import parse_reference
 from instances.models.clusters import all_zones, zones_message
 from instances.models.naming import NamedInProject
 
@@ -44,6 +46,12 @@ class Disk(NamedInProject, models.Model):
         help_text="The hypervisor host whose disk store holds the file: that of the instance it "
         "was last attached to; blank for a disk never attached.",
     )
+    digest = models.CharField(
+        max_length=80,
+        blank=True,
+        editable=False,
+        help_text="The image digest a container disk runs: pinned at its first pull.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     name_taken = "A disk named {name} already exists in this project: choose another name."
@@ -71,10 +79,7 @@ class Disk(NamedInProject, models.Model):
                 "a disk must be in its instance's zone."
             )
         if self.role == DiskRole.CONTAINER:
-            errors["role"] = (
-                "Booting from a container disk (an OCI registry image) is not available yet; "
-                "use a qcow2 image or an ISO for now."
-            )
+            errors |= container_disk_errors(self)
         if self.role == DiskRole.CDROM and self.image and self.image.kind != ImageKind.ISO:
             errors["image"] = f"A CD-ROM holds an ISO image; {self.image.name} is not one."
         if self.role == DiskRole.CDROM and self.bus == DiskBus.VIRTIO:
@@ -96,6 +101,20 @@ class Disk(NamedInProject, models.Model):
                 errors["role"] = "An instance has one root disk; add this one as a secondary disk."
         if errors:
             raise ValidationError(errors)
+
+
+def container_disk_errors(disk: Disk) -> dict[str, str]:
+    """A container disk holds an OCI image with a valid reference; it has no size of its own."""
+    if disk.image is None or disk.image.kind != ImageKind.CONTAINER:
+        return {"image": "A container disk holds a container image (an OCI reference)."}
+    try:
+        parse_reference(disk.image.reference)
+    except ContainerDiskError as error:
+        return {"image": f"{disk.image.name}: {error.message}"}
+    if disk.bus == DiskBus.SATA:
+        return {"bus": "A container disk is on virtio: choose auto or virtio."}
+    disk.size_gb = max(disk.size_gb, 1)  # the image's own size counts; this is a floor
+    return {}
 
 
 class DiskSnapshot(models.Model):

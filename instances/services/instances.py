@@ -172,7 +172,10 @@ def instance_create(
 
 
 def _installs_from_cdrom(request: InstanceRequest) -> bool:
-    return any(disk.role == DiskRole.CDROM and disk.image for disk in request.disks)
+    """A CD-ROM with an ISO, or a container disk, boots over a blank root disk."""
+    return any(
+        disk.role in (DiskRole.CDROM, DiskRole.CONTAINER) and disk.image for disk in request.disks
+    )
 
 
 def _whole_request_errors(request: InstanceRequest) -> dict[str, list[str]]:
@@ -203,9 +206,15 @@ def _disk_requests(request: InstanceRequest) -> list[tuple[str, DiskRequest]]:
         replace(disk, name=disk.name or f"{request.name}-disk{number}")
         for number, disk in enumerate(request.disks, start=1)
     ]
-    installer = next((d for d in named if d.role == DiskRole.CDROM and d.image), None)
+    installer = next(
+        (d for d in named if d.role in (DiskRole.CDROM, DiskRole.CONTAINER) and d.image), None
+    )
     if blank and installer is not None and installer.boot_order is None:
-        named = [replace(d, boot_order=2) if d is installer else d for d in named]
+        # SeaBIOS passes over a blank disk to a CD-ROM but not to another disk: a container
+        # disk boots first
+        first = installer.role == DiskRole.CONTAINER
+        named = [replace(d, boot_order=1 if first else 2) if d is installer else d for d in named]
+        root = replace(root, boot_order=2) if first else root
     return [("root", root), *((f"disks-{n}", disk) for n, disk in enumerate(named))]
 
 

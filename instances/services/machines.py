@@ -30,6 +30,7 @@ from instances.choices import (
 from instances.holds import hold_point
 from instances.models import Instance, NetworkInterface
 from instances.services.audit import audit_record
+from instances.services.container_disks import container_disks_ready
 from instances.specs import machine_spec
 
 log = logging.getLogger(__name__)
@@ -152,6 +153,8 @@ def machine_start(instance_id: int, claimed_at: str | None = None) -> None:
         return
     backend = backend_named(instance.backend)
     try:
+        # pulls run here, on the host's worker; a cluster pulls its own (KubeVirt's containerDisk)
+        container_disks_ready(instance, pull=not getattr(backend, "pulls_container_disks", False))
         spec = machine_spec(instance)
         # defines the machine first, under its lock; False when another start launched it
         launching = backend.start(spec)

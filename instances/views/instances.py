@@ -198,6 +198,9 @@ def _instance_request(
     ]
     if data.get("cdrom_image"):
         extra_disks.append(DiskRequest(size_gb=0, role=DiskRole.CDROM, image=data["cdrom_image"]))
+    if data.get("container_image"):
+        container = DiskRequest(size_gb=0, role=DiskRole.CONTAINER, image=data["container_image"])
+        extra_disks.append(container)
     fields = {
         name: data[name]
         for name in (

@@ -14,7 +14,7 @@ from instances.services.instances import DiskRequest, InstanceRequest, NicReques
 def test_the_create_form_has_every_field_of_the_api_but_the_rows():
     api_fields = set(InstanceIn.model_fields) - {"disks", "nics"}
     assert api_fields <= set(InstanceForm.base_fields)
-    assert set(InstanceForm.base_fields) - api_fields == {"cdrom_image"}
+    assert set(InstanceForm.base_fields) - api_fields == {"cdrom_image", "container_image"}
 
 
 def test_the_row_forms_have_the_fields_marked_in_their_schemas():

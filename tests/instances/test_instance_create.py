@@ -296,16 +296,35 @@ def test_an_iso_cannot_back_the_root_disk(project, operator, subnet):
     assert errors["root_image"] == ["rescue cannot back a disk; choose a qcow2 image."]
 
 
-def test_a_container_disk_says_it_is_not_available_yet(project, operator, subnet):
-    oci = ImageFactory(kind=ImageKind.CONTAINER, name="oci", path="", reference="quay.io/x/y:1")
+def test_a_container_disk_needs_a_container_image_with_a_valid_reference(project, operator, subnet):
+    oci = ImageFactory(kind=ImageKind.CONTAINER, name="oci", path="", reference="ubuntu:22")
+    qcow = ImageFactory(kind=ImageKind.QCOW2, name="debian")
     errors = errors_of(
         project,
         operator,
         instance_request(
-            subnet, disks=[DiskRequest(size_gb=1, role=DiskRole.CONTAINER, image=oci)]
+            subnet,
+            disks=[
+                DiskRequest(size_gb=1, role=DiskRole.CONTAINER, image=oci),
+                DiskRequest(size_gb=1, role=DiskRole.CONTAINER, image=qcow),
+            ],
         ),
     )
-    assert "not available yet" in errors["disks-0-role"][0]
+    assert "oci: Start the reference with the registry's host name" in errors["disks-0-image"][0]
+    assert errors["disks-1-image"] == [
+        "A container disk holds a container image (an OCI reference)."
+    ]
+
+
+def test_a_container_disk_boots_over_a_blank_root_disk(project, operator, subnet):
+    oci = ImageFactory(kind=ImageKind.CONTAINER, name="oci", path="", reference="quay.io/x/y:1")
+    request = instance_request(
+        subnet, root_image=None, disks=[DiskRequest(size_gb=0, role=DiskRole.CONTAINER, image=oci)]
+    )
+    vm = instance_create(project=project, actor=operator, request=request)
+    container = vm.disks.get(role=DiskRole.CONTAINER)
+    assert container.boot_order == 1 and container.size_gb == 1 and container.digest == ""
+    assert vm.disks.get(role=DiskRole.ROOT).boot_order == 2
 
 
 def test_a_cdrom_must_hold_an_iso(project, operator, subnet):

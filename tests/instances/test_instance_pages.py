@@ -129,6 +129,21 @@ def test_the_create_form_installs_from_a_cdrom_onto_a_blank_root_disk(
     ]  # fmt: skip
 
 
+def test_the_create_form_boots_a_container_disk_over_a_blank_root_disk(
+    client_for, operator, project, subnet
+):
+    oci = ImageFactory(kind=ImageKind.CONTAINER, name="fedora-oci", path="",
+                       reference="registry.example.com/disks/fedora:40")  # fmt: skip
+    url = reverse("instance-new", args=[project.slug])
+    assert f'<option value="{oci.pk}">fedora-oci</option>' in client_for("operator").get(url).text
+    data = form_data(subnet, oci, root_image="", container_image=str(oci.pk))
+    assert client_for("operator").post(url, data).status_code == 302
+    instance = Instance.objects.get(name="app-1")
+    assert sorted(instance.disks.values_list("role", "image__name", "boot_order")) == [
+        ("container", "fedora-oci", 1), ("root", None, 2), ("secondary", None, None),
+    ]  # fmt: skip
+
+
 @pytest.mark.parametrize(("kind", "rows"), [("disks", (2, 1)), ("nics", (1, 2))])
 def test_add_disk_and_add_interface_work_without_javascript(
     client_for, operator, project, subnet, kind, rows

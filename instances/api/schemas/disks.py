@@ -60,6 +60,10 @@ class DiskOut(Schema):
     image: int | None
     instance: int | None
     boot_order: int | None
+    digest: str = Field(
+        description="The image digest a container disk runs (sha256:…), pinned at its first "
+        "pull; empty for other disks and before the first start."
+    )
     created_at: datetime
 
     @staticmethod

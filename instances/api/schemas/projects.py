@@ -27,6 +27,7 @@ class ImageOut(Schema):
     os_type: OsType
     min_disk_gb: int
     description: str
+    reference: str = Field(description="A container disk's OCI reference; empty for others.")
     shared: bool
 
     @staticmethod

@@ -63,6 +63,7 @@ class NotOnKubevirt(BackendError):
 
 class KubevirtBackend:
     name = "kubevirt"
+    pulls_container_disks = True  # a containerDisk volume: the cluster pulls it
     exec_channel = ""
     console_kinds = frozenset({"serial", "vnc"})  # KubeVirt has no exec channel into a guest
     keeps_serial_log = False

@@ -74,7 +74,10 @@ def _volumes(
         if disk.role == "container":
             if not disk.reference:
                 raise BackendError(f"{disk.name}: a container disk needs its image reference.")
-            volumes.append({"name": disk.name, "containerDisk": {"image": disk.reference}})
+            source: Body = {"image": disk.reference}
+            if disk.pull_login:
+                source["imagePullSecret"] = pull_secret_name(spec.id, disk)
+            volumes.append({"name": disk.name, "containerDisk": source})
             continue
         name = data_volume_name(spec.id, disk)
         size = f"{max(disk.size_gb, 1)}Gi"
@@ -170,6 +173,20 @@ def seed_secret(spec: MachineSpec, namespace: str) -> Body | None:
         "type": "Opaque",
         "stringData": data,
     }
+
+
+def pull_secret_name(machine_id: str, disk: DiskSpec) -> str:
+    return f"{machine_id}-{disk.name}-pull"
+
+
+def pull_secrets(spec: MachineSpec, namespace: str) -> list[Body]:
+    """The registry logins of its container disks, as the pull Secrets KubeVirt's are named."""
+    return [{
+        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+        "metadata": {"name": pull_secret_name(spec.id, disk), "namespace": namespace,
+                     "labels": dict(MANAGED_BY)},
+        "stringData": {".dockerconfigjson": disk.pull_login},
+    } for disk in spec.disks if disk.role == "container" and disk.pull_login]  # fmt: skip
 
 
 def virtual_machine(

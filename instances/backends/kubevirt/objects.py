@@ -102,6 +102,8 @@ class NamespaceObjects:
         vm = self._put("virtualmachines", body)
         if (secret := manifests.seed_secret(spec, self.namespace)) is not None:
             self._put_secret(secret, vm)
+        for pull in manifests.pull_secrets(spec, self.namespace):
+            self._put_secret(pull, vm)
         return vm
 
     def virtual_machine(self, machine_id: str) -> Body | None:

@@ -36,6 +36,11 @@ class QemuImg:
             argv.append(f"{size_gb}G")
         self._run(argv, f"create disk {path.stem}")
 
+    def convert(self, source: Path, target: Path, *, source_format: str) -> None:
+        """`source` (read as `source_format`, never probed) into a new standalone qcow2."""
+        argv = [self.binary, "convert", "-q", "-f", source_format, "-O", "qcow2"]
+        self._run([*argv, str(source), str(target)], f"convert {source.name}")
+
     def resize(self, path: Path, size_gb: int) -> None:
         self._run([self.binary, "resize", "-q", str(path), f"{size_gb}G"], f"resize {path.stem}")
 

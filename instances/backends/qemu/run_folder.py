@@ -105,7 +105,24 @@ class RunFolder:
         machine and can be attached to another one."""
         return disk_store(self.path.parent) / f"{disk_name}.qcow2"
 
+    def note_container_disk(self, disk_name: str) -> None:
+        """Remember a container disk's overlay, so the end of the run throws it away."""
+        with self._container_disks_file.open("a") as file:
+            file.write(f"{disk_name}\n")
+
+    def drop_container_disks(self) -> None:
+        """Delete the overlays of the run's container disks: their writes end with the run."""
+        if not self._container_disks_file.exists():
+            return
+        for name in set(self._container_disks_file.read_text().split()):
+            self.disk_path(name).unlink(missing_ok=True)
+        self._container_disks_file.unlink(missing_ok=True)
+
     # state files
+    @property
+    def _container_disks_file(self) -> Path:
+        return self.path / "container-disks"
+
     @property
     def _pid_file(self) -> Path:
         return self.path / "pid"

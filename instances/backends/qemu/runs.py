@@ -226,6 +226,7 @@ class QemuRuns:
 
     def _finish(self, run: RunFolder, kind: ExitKind) -> None:
         self._release(run)
+        run.drop_container_disks()
         run.write_exit(kind)
 
     def _release(self, run: RunFolder, taps: dict[str, tuple[str, str]] | None = None) -> None:
@@ -275,6 +276,14 @@ class QemuRuns:
         if disk.role == "cdrom":
             return
         path = run.disk_path(disk.name)
+        if disk.role == "container":  # immutable: a fresh overlay over the cached image each run
+            if disk.source is None:
+                raise BackendError(f"Container disk {disk.name} has not been pulled.")
+            path.unlink(missing_ok=True)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.qemu_img.create(path, 0, disk.source)
+            run.note_container_disk(disk.name)
+            return
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
             try:

@@ -12,9 +12,10 @@ fails). Live migrations are migrations.py's. Where it stops: one reconcile threa
 import base64
 import contextlib
 import copy
+import json
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,10 @@ from instances.backends.base import (
     Power,
 )
 from instances.backends.qemu import QemuBackend
+from instances.containerdisks import cache
+from instances.containerdisks.errors import ContainerDiskError
+from instances.containerdisks.reference import parse_reference
+from instances.containerdisks.skopeo import Access, plain_http
 from tests.fakes.kubevirt.agent import AgentRelay
 from tests.fakes.kubevirt.cdi import Cdi
 from tests.fakes.kubevirt.expansion import Expansion
@@ -422,12 +427,17 @@ class Controller:
             spec = self.machine_for(vmi)
         except ApiError:  # a Secret it mounts is not there yet: the pod waits for it
             return
+        except BackendError as error:  # a containerDisk it could not pull
+            spec = None
+            vmi["status"].update(phase="Failed", reason=error.message)
         try:
-            self.node_backend(node).start(spec)
+            if spec is not None:
+                self.node_backend(node).start(spec)
         except BackendError as error:
             vmi["status"].update(phase="Failed", reason=error.message)
         else:
-            vmi["status"]["phase"] = "Running"
+            if spec is not None:
+                vmi["status"]["phase"] = "Running"
         current = self.store.find(VMI, *key)
         if current is not None:
             current["status"] = vmi["status"]
@@ -460,6 +470,13 @@ class Controller:
                 seed = self._seed(vmi, volume["cloudInitNoCloud"])
                 continue
             size, source, cdrom = 1, None, "cdrom" in device
+            if "containerDisk" in volume:  # the node pulls it, through the hosts' own cache
+                login = self._pull_login(namespace, volume["containerDisk"])
+                disks.append(replace(
+                    container_disk(volume["containerDisk"]["image"], login), name=device["name"],
+                    boot_order=device.get("bootOrder"), serial=device.get("serial", ""),
+                ))  # fmt: skip
+                continue
             if "dataVolume" in volume:
                 source = self.cdi.disk_file(namespace, volume["dataVolume"]["name"], cdrom=cdrom)
                 name = volume["dataVolume"]["name"]
@@ -497,6 +514,22 @@ class Controller:
             kernel=kernel, initrd=initrd, kernel_cmdline=cmdline,
         )  # fmt: skip
 
+    def _pull_login(self, namespace: str, source: Body) -> tuple[str, str]:
+        """The user and password of a containerDisk's imagePullSecret (a .dockerconfigjson)."""
+        if not source.get("imagePullSecret"):
+            return "", ""
+        secret = self.store.get(SECRET, namespace, source["imagePullSecret"])
+        text = (
+            secret.get("stringData", {}).get(".dockerconfigjson")
+            or base64.b64decode(secret.get("data", {}).get(".dockerconfigjson", "")).decode()
+        )
+        auths = json.loads(text or "{}").get("auths", {})
+        registry = source["image"].split("/", 1)[0]
+        user, _, password = (
+            base64.b64decode(auths.get(registry, {}).get("auth", "")).decode().partition(":")
+        )
+        return user, password
+
     def _seed(self, vmi: Body, nocloud: Body) -> CloudInitSeed:
         namespace = vmi["metadata"]["namespace"]
 
@@ -515,6 +548,18 @@ class Controller:
         name = vmi["metadata"]["name"]
         meta = f"instance-id: {vmi['metadata']['uid']}\nlocal-hostname: {name}\n"
         return CloudInitSeed(meta_data=meta, user_data=user, network_config=network)
+
+
+def container_disk(image: str, login: tuple[str, str] = ("", "")) -> DiskSpec:
+    """A containerDisk volume's image pulled into the cache a node's QEMU boots it from; a pull
+    that fails is the pod's ErrImagePull."""
+    try:
+        reference = parse_reference(image)
+        access = Access(plain_http(reference.registry), username=login[0], password=login[1])
+        cached = cache.pull(reference, access)
+    except ContainerDiskError as error:
+        raise BackendError(f"ErrImagePull: {error.message}") from None
+    return DiskSpec(name="", role="container", bus="virtio", source=cached.path, reference=image)
 
 
 def _owner(vm: Body) -> Body:
