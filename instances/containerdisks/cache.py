@@ -117,15 +117,21 @@ def _locked(digest: str) -> Iterator[None]:
             path.unlink(missing_ok=True)
 
 
-def _pull_into(
-    reference: Reference, access: Access, manifest: dict[str, Any], target: Path
-) -> None:
+def check_layers(reference: Reference, manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """The manifest's layers, once none is over the cap (read before anything is fetched)."""
     layers = [dict(layer) for layer in manifest.get("layers") or []]
     if not layers:
         raise ContainerDiskError(f"{reference} has no layers, so no disk: push a containerDisk.")
     for layer in layers:
         if int(layer.get("size", 0)) > max_bytes():
             raise ContainerDiskError(_over_cap(reference, str(layer.get("digest")), layer["size"]))
+    return layers
+
+
+def _pull_into(
+    reference: Reference, access: Access, manifest: dict[str, Any], target: Path
+) -> None:
+    layers = check_layers(reference, manifest)
     work = Path(tempfile.mkdtemp(prefix=".pull-", dir=cache_root()))
     try:
         copy_to_folder(reference, access, work / "image")

@@ -1,6 +1,8 @@
 """Container disks on the worker: resolve each to a digest (pulled into the host's cache where
 this console runs the instance), pin that digest on the disk, and keep registry logins."""
 
+from dataclasses import replace
+
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -16,6 +18,8 @@ from instances.containerdisks.reference import REGISTRY, Reference, parse_refere
 from instances.containerdisks.skopeo import Access, plain_http
 from instances.models import Disk, Image, Instance, Project, RegistryCredential
 from instances.services.audit import audit_record
+
+PROBE_SECONDS = 15.0  # a registry's answer to one manifest request, while the user waits
 
 
 def registry_access(project: Project, reference: Reference) -> Access:
@@ -51,18 +55,36 @@ def container_disk_digest(disk: Disk, *, pull: bool) -> str:
         raise BackendError(f"{disk.name}: {error.message}", retryable=error.retryable) from None
 
 
+def registry_problem(project: Project, reference: Reference) -> str:
+    """What the registry says against registering the reference ("" when nothing): an unknown
+    host, a refused login, no such image, no layer, a layer over the cap. Only its manifest is
+    read, with a short timeout; the layers are pulled by the worker at the first start."""
+    access = replace(registry_access(project, reference), timeout=PROBE_SECONDS)
+    try:
+        _, manifest = cache.resolve(reference, access)
+        cache.check_layers(reference, manifest)
+    except ContainerDiskError as error:
+        return error.message
+    return ""
+
+
 def container_image_add(
     *, project: Project, actor: AbstractBaseUser, name: str, reference: str,
     os_type: str = OsType.LINUX, description: str = "",
 ) -> Image:  # fmt: skip
-    """Register a container disk image by its OCI reference; nothing is pulled here (a web
-    request): the host's worker pulls it at the first start of an instance that uses it."""
+    """Register a container disk image by its OCI reference, once its registry serves it; the
+    layers are not pulled here (a web request): the host's worker pulls them at the first start
+    of an instance that uses it."""
     actions.require(actions.manage(project_role(actor, project)))
     name, errors = name.strip(), {}
     try:
-        reference = str(parse_reference(reference))
+        parsed = parse_reference(reference)
     except ContainerDiskError as error:
         errors["reference"] = error.message
+    else:
+        reference = str(parsed)
+        if problem := registry_problem(project, parsed):
+            errors["reference"] = problem
     if not name:
         errors["name"] = "Give the image a name."
     elif Image.objects.filter(Q(project=project) | Q(project=None), name=name).exists():

@@ -11,7 +11,7 @@ from instances.containerdisks import cache
 from instances.containerdisks.errors import ContainerDiskError
 from instances.containerdisks.reference import parse_reference
 from instances.containerdisks.skopeo import Access
-from instances.models import RegistryCredential
+from instances.models import Image, RegistryCredential
 from instances.services.container_disks import (
     container_disks_ready,
     registry_access,
@@ -160,9 +160,10 @@ def test_an_admin_adds_a_registry_login_whose_password_is_never_shown(admin_clie
 
 @pytest.mark.django_db
 def test_a_container_image_is_registered_by_reference_and_a_bad_one_answered_at_its_field(
-    project, api_for
+    project, api_for, oci_registry, oci_auth_registry, tmp_path
 ):
-    body = {"name": "fedora", "reference": "registry.example.com/disks/fedora:40"}
+    oci_registry.push(oci_layout(tmp_path / "f", {"disk/fedora.img": b"f" * 4096}), "disks/f:40")
+    body = {"name": "fedora", "reference": f"{oci_registry.address}/disks/f:40"}
     made = api_for("operator").post(f"/projects/{project.slug}/container-images", body)
     assert made.status_code == 201, made.content
     assert (made.json()["kind"], made.json()["reference"]) == ("container", body["reference"])
@@ -176,6 +177,19 @@ def test_a_container_image_is_registered_by_reference_and_a_bad_one_answered_at_
         api_for("viewer").post(f"/projects/{project.slug}/container-images", body).status_code
         == 403
     )
+    # the registry is asked before anything is registered: each refusal at the reference
+    closed = oci_registry.address.rsplit(":", 1)[0] + ":1"
+    for reference, said in (
+        (f"{oci_registry.address}/disks/f:41", "has no image disks/f:41"),
+        (f"{closed}/disks/f:40", f"Nothing answers as a registry at {closed}"),
+        (f"{oci_auth_registry.address}/disks/f:40", "asks for a login: add the project's"),
+    ):
+        refused = api_for("operator").post(
+            f"/projects/{project.slug}/container-images", {"name": "other", "reference": reference}
+        )
+        assert refused.status_code == 422, reference
+        assert said in errors_of(refused)["reference"][0], errors_of(refused)
+    assert Image.objects.filter(kind=ImageKind.CONTAINER).count() == 1  # nothing half-made
 
 
 @pytest.mark.django_db
