@@ -193,3 +193,16 @@ class ImageImportForm(forms.Form):
     )  # fmt: skip
     os_type = forms.ChoiceField(label="OS", choices=OsType.choices, initial=OsType.LINUX)
     description = forms.CharField(max_length=200, required=False)
+
+
+class ContainerImageForm(forms.Form):
+    """Register a container disk image by its OCI reference; the service asks the registry."""
+
+    name = forms.CharField(max_length=100)
+    reference = forms.CharField(
+        max_length=300,
+        help_text="registry/repository:tag or registry/repository@sha256:digest, its layer "
+        "holding /disk/<name>.qcow2 or .img (KubeVirt's containerDisk layout).",
+    )
+    os_type = forms.ChoiceField(label="OS", choices=OsType.choices, initial=OsType.LINUX)
+    description = forms.CharField(max_length=200, required=False)

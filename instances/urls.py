@@ -3,6 +3,7 @@ from django.urls import path
 from instances.views import (
     catalog,
     consoles,
+    container_images,
     details,
     image_import,
     instances,
@@ -65,6 +66,11 @@ urlpatterns = [
     path(P + "images/", catalog.image_list, name="image-list"),
     path(P + "images/<int:pk>/delete/", catalog.image_delete, name="image-delete"),
     path(P + "images/imports/", url_imports.url_import_start, name="image-url-import"),
+    path(
+        P + "images/container/",
+        container_images.container_image_create,
+        name="image-container-add",
+    ),
     path(P + "images/imports/panel/", url_imports.url_import_panel, name="image-url-imports"),
     path(
         P + "images/imports/<int:pk>/cancel/",

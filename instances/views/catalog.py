@@ -17,7 +17,14 @@ from instances.access import (
 )
 from instances.choices import IMPORT_TRANSITIONAL, ImageKind, Role
 from instances.errors import ActionRefused
-from instances.forms import ImageImportForm, ImageUploadForm, SSHKeyForm, SubnetForm, apply_errors
+from instances.forms import (
+    ContainerImageForm,
+    ImageImportForm,
+    ImageUploadForm,
+    SSHKeyForm,
+    SubnetForm,
+    apply_errors,
+)
 from instances.http import AuthedRequest
 from instances.models import Image, ImageImport, Project
 from instances.services import images, keys, network
@@ -122,10 +129,12 @@ def image_page(
     role: Role,
     form: ImageUploadForm | None = None,
     import_form: ImageImportForm | None = None,
+    container_form: ContainerImageForm | None = None,
 ) -> HttpResponse:
     """The Images page: the images, the imports from a URL, and (for operators) the forms."""
     context = {"project": project, "role": role, "form": form or ImageUploadForm(),
                "import_form": import_form or ImageImportForm(prefix="import"),
+               "container_form": container_form or ContainerImageForm(prefix="container"),
                "can_edit": role.allows(Role.OPERATOR),
                "upload_limit_gb": settings.ZOPDAY_IMAGE_UPLOAD_MAX_GB,
                **image_catalog(project)}  # fmt: skip

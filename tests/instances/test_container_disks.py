@@ -1,6 +1,7 @@
 """Container disk pulls against a real registry on loopback: verified, cached once per digest,
 and every bad input refused with what to fix, leaving nothing in the cache."""
 
+import html
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -224,3 +225,23 @@ def test_two_pulls_at_once_leave_one_copy(oci_registry, tmp_path):
         pulled = list(pool.map(lambda _: cache.pull(reference, PLAIN), range(2)))
     assert {p.path for p in pulled} == {cache.cached_file(digest)}
     assert leftovers() == [digest.replace(":", "-")]
+
+
+@pytest.mark.django_db
+def test_the_images_page_adds_a_container_image_and_answers_a_bad_one_at_its_field(
+    project, client_for, oci_registry, tmp_path
+):
+    oci_registry.push(oci_layout(tmp_path / "p", {"disk/page.img": b"p" * 4096}), "disks/p:1")
+    url = f"/projects/{project.slug}/images/container/"
+    form = {"container-name": "paged", "container-reference": f"{oci_registry.address}/disks/p:1",
+            "container-os_type": "linux", "container-description": ""}  # fmt: skip
+    missing = {**form, "container-reference": f"{oci_registry.address}/disks/p:2"}
+    page = client_for("operator").post(url, missing).content.decode()
+    error = html.unescape(page.split('id="container-reference-error">', 1)[1].split("</p>")[0])
+    assert "has no image disks/p:2: check the repository and tag." in error
+    assert not Image.objects.filter(kind=ImageKind.CONTAINER).exists()
+    assert client_for("viewer").post(url, form).status_code == 403
+    assert client_for("operator").get(url).status_code == 405
+    done = client_for("operator").post(url, form, follow=True).content.decode()
+    assert "paged registered: its first instance&#x27;s host pulls it." in done
+    assert Image.objects.get(kind=ImageKind.CONTAINER).reference == form["container-reference"]
