@@ -23,6 +23,7 @@ from instances.models import (
     ElasticIP,
     GuestReport,
     Image,
+    ImageImport,
     Instance,
     IPLease,
     Membership,
@@ -281,6 +282,16 @@ class ImageAdmin(ProjectScopedAdmin):
         if not request.user.is_superuser and "project" in form.base_fields:
             form.base_fields["project"].required = True  # shared images are a superuser's
         return form
+
+
+@admin.register(ImageImport)
+class ImageImportAdmin(ShownOnly, ProjectScopedAdmin):
+    """Imports run in a worker and are cancelled from the Images page; shown here to trace one."""
+
+    list_display = ["name", "project", "status", "bytes_done", "bytes_total", "created_at"]
+    list_filter = ["status", "format", "project"]
+    search_fields = ["name", "url", "project__slug"]
+    list_select_related = ["project"]
 
 
 @admin.register(Disk)

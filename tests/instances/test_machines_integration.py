@@ -98,8 +98,15 @@ def test_start_applies_the_seed_and_acpi_shutdown_powers_the_guest_off(
     resolv = run_in(platform, vm, "cat /etc/resolv.conf")  # lan names none: the default ones
     assert "nameserver 1.1.1.1" in resolv and "nameserver 9.9.9.9" in resolv
     # asked as the console asks (on KubeVirt the VMI says when the agent connected)
-    facts = agent_facts(backend_named(vm.backend), vm.machine_id)
-    assert any("10.88.0.10/24" in iface.addresses for iface in facts.interfaces)
+    # the agent may have answered before the guest's network was up: wait for an answer after
+    wait_for(
+        lambda: any(
+            "10.88.0.10/24" in iface.addresses
+            for iface in agent_facts(backend_named(vm.backend), vm.machine_id).interfaces
+        ),
+        "the agent's report of 10.88.0.10/24",
+        30,
+    )
     assert vm.nics.get().carrier == CarrierState.UP
     guest_reports_all()  # the periodic ask, through the host's worker
     # the row is made when the host asks, and filled in when the agent answers
@@ -203,8 +210,8 @@ def test_link_down_changes_the_carrier_the_guest_reports(
     wait_for(
         lambda: run_in(platform, vm, "cat /sys/class/net/eth0/carrier") == "0", "carrier down", 30
     )
-    eth0.refresh_from_db()
-    assert eth0.carrier == CarrierState.DOWN
+    # the row is written once the backend has seen the link change, a moment after the guest
+    wait_for(lambda: carrier_of(eth0) == CarrierState.DOWN, "the carrier row down", 30)
     # the guest's driver says so too, once the agent's next answer is in
     wait_for(lambda: carriers_reported(vm) == {eth0.mac: False}, "the agent's carrier down", 30)
     network.nic_set_link(nic=eth0, actor=operator, up=True)
@@ -213,8 +220,12 @@ def test_link_down_changes_the_carrier_the_guest_reports(
     )
     wait_for(lambda: carriers_reported(vm) == {eth0.mac: True}, "the agent's carrier up", 30)
     reconcile_host(vm.host)
-    eth0.refresh_from_db()
-    assert eth0.carrier == CarrierState.UP
+    wait_for(lambda: carrier_of(eth0) == CarrierState.UP, "the carrier row up", 30)
+
+
+def carrier_of(nic) -> str:
+    nic.refresh_from_db(fields=["carrier"])
+    return nic.carrier
 
 
 def carriers_reported(vm: Instance) -> dict[str, bool | None]:
