@@ -122,10 +122,15 @@ def _console_backend_check(instance: Instance, kind: str = "serial") -> Allowed:
 
 def _console_of(kind: str) -> Callable[[Instance, Role | None], Allowed]:
     def console(instance: Instance, role: Role | None) -> Allowed:
-        """Open a console of a running instance; viewers watch it read-only."""
+        """Open a console of a running instance; viewers watch it read-only. A cloud's exec
+        channel starts a session as the job's account: operators only."""
         if not (allowed := role_check(role, Role.VIEWER)):
             return allowed
         if not (allowed := _console_backend_check(instance, kind)):
+            return allowed
+        if backend_named(instance.backend).exec_channel and not (
+            allowed := role_check(role, Role.OPERATOR)
+        ):
             return allowed
         if instance.power_state not in CONSOLE_STATES:
             return Allowed(False, f"The instance is {state_label(instance)}: start it first.")

@@ -9,7 +9,7 @@ import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 # What one machine holds, whichever backend runs it; services refuse more before any work.
 MAX_SATA_DEVICES = 6  # SATA disks and CD-ROM drives: the ports of one AHCI controller
@@ -179,8 +179,19 @@ class Migrates(Protocol):
         ...
 
 
-# A console's endpoint: a unix socket on this console's hosts, or a websocket of the engine.
-ConsoleEndpoint = Path | RemoteConsole
+@runtime_checkable
+class DialedConsole(Protocol):
+    """A console its backend opens itself, speaking its own protocol (a cloud's exec channel):
+    the link it returns is the console proxy's, with write, pause/resume reading and close."""
+
+    async def open_link(
+        self, on_data: Callable[[bytes], None], on_closed: Callable[[], None]
+    ) -> Any: ...
+
+
+# A console's endpoint: a unix socket on this console's hosts, a websocket of the engine, or a
+# channel its backend dials.
+ConsoleEndpoint = Path | RemoteConsole | DialedConsole
 
 
 class Backend(Protocol):

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import http
 import http.cookies
+import json
 import logging
 import re
 import weakref
@@ -25,8 +26,9 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 from websockets.typing import Subprotocol
 
-from instances.backends.base import ConsoleEndpoint
+from instances.backends.base import BackendError, ConsoleEndpoint, DialedConsole
 from instances.consoles import bridges
+from instances.consoles.bridges.links import clipped
 from instances.consoles.recording import Recorder
 from instances.consoles.registry import ConsoleKind, console_kind
 from instances.consoles.sessions import Admission, Refused, console_admit, console_session_end
@@ -171,6 +173,7 @@ class ConsoleProxy:
         )  # fmt: skip
         recorder: Recorder | None = None
         reason, to_guest, from_guest = "closed", 0, 0
+        socket_path: ConsoleEndpoint | None = None
         try:
             socket_path = await sync_to_async(self.locator.socket, thread_sensitive=False)(
                 admission.backend, admission.machine_id, route.kind.socket_kind
@@ -187,10 +190,10 @@ class ConsoleProxy:
                 )
             else:
                 reason, to_guest, from_guest = await bridges.run_vnc(ws, admission, socket_path)
-        except bridges.Unavailable as unavailable:
+        except (bridges.Unavailable, BackendError) as unavailable:
             reason = str(unavailable)
-            with contextlib.suppress(ConnectionClosed):
-                await ws.close(bridges.CLOSE_BACKEND_GONE, reason[:120])
+            dialed = isinstance(socket_path, DialedConsole)
+            await _refuse(ws, reason, dialed=dialed, terminal=route.kind.is_terminal)
         except Exception as error:  # the session ends; the proxy goes on
             log.exception("console session %s failed", admission.session_id)
             reason = f"error: {error}"
@@ -227,6 +230,16 @@ class ConsoleProxy:
         viewer = bridges.Viewer(ws, admission, recorder)
         reason = await bridges.run_terminal(ws, hub, viewer)
         return reason, viewer.bytes_in, viewer.bytes_out
+
+
+async def _refuse(ws: ServerConnection, reason: str, *, dialed: bool, terminal: bool) -> None:
+    """Say in full why the console would not open, then close: a channel of its own (a cloud's
+    exec) is not redialled by the page, a socket of this console's hosts is."""
+    code = bridges.CLOSE_SESSION_ENDED if dialed else bridges.CLOSE_BACKEND_GONE
+    with contextlib.suppress(ConnectionClosed):
+        if terminal:  # noVNC takes no text frames
+            await ws.send(json.dumps({"type": "error", "message": reason}))
+        await ws.close(code, clipped(reason))
 
 
 def _offered_subprotocols(request: Request) -> list[str]:

@@ -13,6 +13,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from instances import actions
+from instances.backends import backend_available, backend_named
 from instances.access import instance_for_user
 from instances.consoles.recording import finish_recording, part_path
 from instances.consoles.registry import CONSOLE_KINDS, ConsoleKind, console_kind
@@ -51,6 +52,13 @@ def console_links(instance: Instance, allowed: dict[str, actions.Allowed]) -> li
     ]
 
 
+def exec_channel_of(instance: Instance) -> str:
+    """The cloud channel an exec console goes through ("SSM"), or "" for this console's own."""
+    if not backend_available(instance.backend):
+        return ""
+    return backend_named(instance.backend).exec_channel
+
+
 @require_GET
 @login_required
 def console_page(request: AuthedRequest, project_slug: str, pk: int, kind: str) -> HttpResponse:
@@ -66,6 +74,7 @@ def console_page(request: AuthedRequest, project_slug: str, pk: int, kind: str) 
         "can_open": allowed[console.rule],
         "interactive": bool(allowed[console.interactive_rule]),
         "ticket_url": base + "ticket/",
+        "channel": exec_channel_of(instance) if console.name == "exec" else "",
         "consoles": console_links(instance, allowed),
         "held_keys": HELD_KEYS,
         "single_keys": SINGLE_KEYS,

@@ -23,6 +23,7 @@ from django.urls import reverse
 
 from instances.backends.base import (
     BackendError,
+    ConsoleEndpoint,
     DiskSpec,
     ExitKind,
     GuestFacts,
@@ -71,7 +72,7 @@ class CloudVmBackend:
     service = ""  # the cloud's compute service: "EC2", "GCE"
     identity = ""  # whose identity the exec channel checks: "AWS", "Google"
     exec_channel = ""  # "SSM", "OS Login"
-    console_kinds: frozenset[str] = frozenset()  # none: the cloud's IAM-gated channel instead
+    console_kinds: frozenset[str] = frozenset()  # at most "exec": the cloud's IAM-gated channel
     keeps_serial_log = False
     stop_cuts_power = False
 
@@ -110,8 +111,8 @@ class CloudVmBackend:
 
     @classmethod
     def exec_command(cls, job: ProvisioningJob, vm: VmRecord) -> str:
-        """The exec channel's command, run as the user's own cloud identity (the console does
-        not open sessions with the account's keys, which would step around that check)."""
+        """The exec channel's command, for a shell from the user's own terminal as their own
+        cloud identity (beside the console's Exec, which opens it with the job's account)."""
         raise NotImplementedError
 
     @classmethod
@@ -346,7 +347,7 @@ class CloudVmBackend:
     def serial_log(self, machine_id: str) -> Path:
         raise self._unsupported("Serial logs")
 
-    def console_socket(self, machine_id: str, kind: str) -> Path:
+    def console_socket(self, machine_id: str, kind: str) -> ConsoleEndpoint:
         raise self._unsupported("Consoles")
 
     # ---- the details page -------------------------------------------------------------------

@@ -12,6 +12,9 @@
   const keyboardStatus = document.getElementById("keyboard-status");
   const viewerCount = document.getElementById("viewer-count");
   const takeButton = document.getElementById("take-over");
+  const endButton = document.getElementById("end-session");  // a cloud exec session's
+  const newButton = document.getElementById("new-session");
+  const SESSION_ENDED = 4411;  // the proxy ended a session channel: offer a new one, not a retry
 
   const term = new Terminal({
     ...window.zopTerminalOptions, convertEol: lineMode, cursorBlink: true, scrollback: 10000,
@@ -31,6 +34,7 @@
   let history = 0;    // bytes of the coming history frame (0: none expected)
   let historySkip = 0;
   let lastPong = 0;
+  let ends = false;   // the session is a channel of its own, which the keyboard holder can end
   const retry = tickets.backoff(connect);
 
   function send(data) {
@@ -50,10 +54,12 @@
       keyboardStatus.textContent = message.holder ? `${message.holder} has the keyboard` : "Nobody has the keyboard";
     }
     takeButton.hidden = readOnly || mine;
+    if (endButton) endButton.hidden = !(ends && mine && !readOnly);
   }
 
   function hello(message) {
     readOnly = !!message.read_only;
+    ends = !!message.ends;
     tickets.status(statusBadge, readOnly ? "Connected (read-only)" : "Connected", "success");
     const start = message.position - message.history;
     history = message.history;
@@ -79,6 +85,7 @@
     else if (message.type === "viewers") viewerCount.textContent = `${message.viewers} viewer${message.viewers === 1 ? "" : "s"}`;
     else if (message.type === "pong") lastPong = Date.now();
     else if (message.type === "error") term.write(`\r\n\x1b[31m${message.message}\x1b[0m\r\n`);
+    else if (message.type === "closed") term.write(`\r\n\x1b[2m[${message.reason}]\x1b[0m\r\n`);
   }
 
   function output(bytes) {
@@ -120,6 +127,8 @@
   });
   term.onResize(({ cols, rows }) => sendJson({ type: "resize", cols, rows }));
   takeButton.addEventListener("click", () => { sendJson({ type: "take" }); term.focus(); });
+  if (endButton) endButton.addEventListener("click", () => sendJson({ type: "end" }));
+  if (newButton) newButton.addEventListener("click", () => { newButton.hidden = true; connect(); });
 
   // The proxy pings us; we ping it too, and reconnect when it stops answering.
   setInterval(() => {
@@ -148,6 +157,12 @@
       socket = null;
       mine = false;
       takeButton.hidden = true;
+      if (endButton) endButton.hidden = true;
+      if (event.code === SESSION_ENDED) {
+        tickets.status(statusBadge, `Session ended: ${event.reason || "closed."}`, "failure");
+        if (newButton) newButton.hidden = false;
+        return;
+      }
       const delay = retry.schedule();
       const why = event.reason || `connection lost (${event.code}).`;
       tickets.status(statusBadge, `Disconnected: ${why} Reconnecting in ${Math.round(delay / 1000)} s.`, "failure");

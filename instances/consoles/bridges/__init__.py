@@ -5,12 +5,14 @@ their viewers (terminals.py); each VNC session has its own (vnc.py). links.py ho
 ends and flow control both use.
 """
 
-from .links import CLOSE_BACKEND_GONE, ConsoleConnection, Unavailable
-from .terminals import HubRegistry, TerminalHub, Viewer, run_terminal
+from .hubs import HubRegistry, run_terminal
+from .links import CLOSE_BACKEND_GONE, CLOSE_SESSION_ENDED, ConsoleConnection, Unavailable
+from .terminals import TerminalHub, Viewer
 from .vnc import run_vnc
 
 __all__ = [
     "CLOSE_BACKEND_GONE",
+    "CLOSE_SESSION_ENDED",
     "ConsoleConnection",
     "HubRegistry",
     "TerminalHub",

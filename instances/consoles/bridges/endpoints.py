@@ -1,9 +1,11 @@
 """Opening a console's backend connection, whichever end serves it: a unix socket of this
-console's hosts (links.py) or an engine's websocket (remote.py)."""
+console's hosts (links.py), an engine's websocket (remote.py), or a channel the backend dials
+itself (a cloud's exec channel)."""
 
 from collections.abc import Callable
+from typing import cast
 
-from instances.backends.base import ConsoleEndpoint, RemoteConsole
+from instances.backends.base import ConsoleEndpoint, DialedConsole, RemoteConsole
 
 from .links import Link, open_unix_link
 from .remote import open_remote
@@ -14,4 +16,6 @@ async def open_link(
 ) -> Link:
     if isinstance(endpoint, RemoteConsole):
         return await open_remote(endpoint, on_data, on_closed)
+    if isinstance(endpoint, DialedConsole):
+        return cast(Link, await endpoint.open_link(on_data, on_closed))
     return await open_unix_link(endpoint, on_data, on_closed)

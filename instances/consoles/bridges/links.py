@@ -12,6 +12,7 @@ from websockets.protocol import Event
 BACKEND_WRITE_LIMIT = 1 << 20
 SLOW_VIEWER_SECONDS = 10  # a viewer whose buffer stays full this long is dropped, not waited for
 CLOSE_BACKEND_GONE = 4410  # the browser reconnects with a fresh ticket, after a pause
+CLOSE_SESSION_ENDED = 4411  # a session channel ended: the browser offers a new one, no reconnect
 
 
 class Unavailable(Exception):
@@ -158,3 +159,9 @@ def close_reason(ws: ServerConnection) -> str:
     if ws.close_code is None:
         return "closed"
     return f"{ws.close_code} {ws.close_reason}".strip()
+
+
+def clipped(reason: str) -> str:
+    """A close frame's reason holds 123 bytes; a "closed" message before it holds it all."""
+    encoded = reason.encode()
+    return reason if len(encoded) <= 123 else encoded[:120].decode(errors="ignore") + "…"

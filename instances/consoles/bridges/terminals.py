@@ -3,8 +3,10 @@ TerminalHub per machine and kind fans its output out to every viewer. One viewer
 the keyboard (the first interactive one, or whoever sends "take"); others' bytes are dropped.
 
 Websocket messages: binary frames carry terminal bytes both ways, text frames JSON: from the
-browser "take", "resize" (cols, rows) and "ping"; from the proxy "hello" (keyboard, history
-start), "keyboard", "viewers", "error", "closed" and "pong".
+browser "take", "resize" (cols, rows), "end" and "ping"; from the proxy "hello" (keyboard,
+history start, whether "end" applies), "keyboard", "viewers", "error", "closed" and "pong".
+A backend channel that is a session of its own (a cloud's exec channel) takes the keyboard
+holder's terminal size, and ends when the holder presses End.
 """
 
 import asyncio
@@ -13,9 +15,9 @@ import json
 import secrets
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from websockets.asyncio.server import ServerConnection, broadcast
-from websockets.exceptions import ConnectionClosed
 
 from instances.backends.base import ConsoleEndpoint
 from instances.consoles.recording import Recorder
@@ -24,10 +26,10 @@ from instances.consoles.sessions import Admission
 from .endpoints import open_link
 from .links import (
     CLOSE_BACKEND_GONE,
-    ConsoleConnection,
+    CLOSE_SESSION_ENDED,
     Link,
     OutputPump,
-    close_reason,
+    clipped,
 )
 
 # Serial hubs line the socket's bytes up with the serial log (TerminalHub._align).
@@ -38,7 +40,7 @@ ALIGN_RETRY_SECONDS, ALIGN_RETRIES = 0.01, 100  # QEMU logs what it sent just af
 class Viewer:
     """One websocket watching (and maybe typing into) a terminal hub."""
 
-    __slots__ = ("admission", "bytes_in", "bytes_out", "dropped", "recorder", "ws")
+    __slots__ = ("admission", "bytes_in", "bytes_out", "dropped", "recorder", "size", "ws")
 
     def __init__(self, ws: ServerConnection, admission: Admission, recorder: Recorder | None):
         self.ws = ws
@@ -47,6 +49,7 @@ class Viewer:
         self.bytes_in = 0  # to the guest
         self.bytes_out = 0  # to the browser
         self.dropped = 0  # typed without the keyboard, never sent
+        self.size: tuple[int, int] | None = None  # the viewer's terminal: cols, rows
 
     @property
     def name(self) -> str:
@@ -123,6 +126,7 @@ class TerminalHub:
                 "epoch": self.epoch,
                 "position": self.position,
                 "history": len(history),
+                "ends": self._session_link() is not None,
                 **self._keyboard_state(viewer),
                 "viewers": len(self.viewers),
             },
@@ -157,6 +161,7 @@ class TerminalHub:
             return
         self.holder = viewer
         self._announce_keyboard()
+        self._apply_size()
 
     def receive(self, viewer: Viewer, message: bytes | str) -> None:
         """A message from a viewer: keystrokes (binary) or a control message (text)."""
@@ -183,11 +188,40 @@ class TerminalHub:
             self.take_keyboard(viewer)
         elif kind == "ping":
             self._send_json([viewer.ws], {"type": "pong"})
-        elif kind == "resize" and viewer.recorder is not None:
+        elif kind == "resize":
             with contextlib.suppress(KeyError, TypeError, ValueError):
                 cols, rows = int(message["cols"]), int(message["rows"])
                 if 0 < cols <= 1000 and 0 < rows <= 1000:
-                    viewer.recorder.resize(cols, rows)
+                    viewer.size = (cols, rows)
+                    if viewer.recorder is not None:
+                        viewer.recorder.resize(cols, rows)
+                    if viewer is self.holder:
+                        self._apply_size()
+        elif kind == "end":
+            self.end(viewer)
+
+    def end(self, viewer: Viewer) -> None:
+        """The keyboard holder ends a session channel for every viewer."""
+        link = self._session_link()
+        if link is None or viewer is not self.holder or viewer.admission.read_only:
+            self._send_json(
+                [viewer.ws],
+                {"type": "error", "message": "Only the keyboard holder can end this session."},
+            )
+            return
+        link.reason = f"{viewer.name} ended the session."
+        link.close()
+
+    def _session_link(self) -> Any:
+        """The link, if it is a session of its own (it has a size and an end)."""
+        link = self.link
+        return link if link is not None and hasattr(link, "resize") else None
+
+    def _apply_size(self) -> None:
+        link = self._session_link()
+        holder = self.holder
+        if link is not None and holder is not None and holder.size is not None:
+            link.resize(*holder.size)
 
     # ---- backend -------------------------------------------------------------------------
 
@@ -252,11 +286,12 @@ class TerminalHub:
             return
         self._closed = True
         self.on_gone(self)
+        session = self._session_link()
+        reason = (getattr(session, "reason", "") if session else "") or "The console closed."
+        code = CLOSE_SESSION_ENDED if session is not None else CLOSE_BACKEND_GONE
         for viewer in list(self.viewers):
-            self._send_json([viewer.ws], {"type": "closed", "reason": "The console closed."})
-            asyncio.get_running_loop().create_task(
-                viewer.ws.close(CLOSE_BACKEND_GONE, "The console closed.")
-            )
+            self._send_json([viewer.ws], {"type": "closed", "reason": reason})
+            asyncio.get_running_loop().create_task(viewer.ws.close(code, clipped(reason)))
 
     def _close_if_idle(self) -> None:
         self._linger_timer = None
@@ -309,68 +344,3 @@ class TerminalHub:
     @staticmethod
     def _send_json(connections: list[ServerConnection], message: dict[str, object]) -> None:
         broadcast(connections, json.dumps(message))
-
-
-class HubRegistry:
-    """The open terminal hubs, one per (backend, machine, console kind)."""
-
-    def __init__(self, *, history_bytes: int, linger: float) -> None:
-        self.history_bytes = history_bytes
-        self.linger = linger
-        self.hubs: dict[tuple[str, str, str], TerminalHub] = {}
-        self._starting: dict[tuple[str, str, str], asyncio.Future[TerminalHub]] = {}
-
-    async def hub(
-        self, key: tuple[str, str, str], socket_path: ConsoleEndpoint, serial_log: Path | None
-    ) -> TerminalHub:
-        if key in self.hubs:
-            return self.hubs[key]
-        if key in self._starting:
-            return await asyncio.shield(self._starting[key])
-        future: asyncio.Future[TerminalHub] = asyncio.get_running_loop().create_future()
-        self._starting[key] = future
-        hub = TerminalHub(
-            key,
-            socket_path,
-            serial_log=serial_log,
-            history_bytes=self.history_bytes,
-            linger=self.linger,
-            on_gone=self._forget,
-        )
-        try:
-            await hub.start()
-        except BaseException as error:
-            future.set_exception(error)
-            future.exception()  # retrieved: waiters re-raise it
-            raise
-        else:
-            self.hubs[key] = hub
-            future.set_result(hub)
-            return hub
-        finally:
-            del self._starting[key]
-
-    def _forget(self, hub: TerminalHub) -> None:
-        if self.hubs.get(hub.key) is hub:
-            del self.hubs[hub.key]
-
-    def close_all(self) -> None:
-        for hub in list(self.hubs.values()):
-            hub.close()
-
-
-async def run_terminal(ws: ServerConnection, hub: TerminalHub, viewer: Viewer) -> str:
-    """Serve one terminal viewer until it or the backend goes away; returns why it ended."""
-    hub.join(viewer)
-    if isinstance(ws, ConsoleConnection):
-        ws.sink = lambda message: hub.receive(viewer, message)
-    try:
-        async for message in ws:  # only what the sink did not take
-            hub.receive(viewer, message)
-    except ConnectionClosed:
-        pass
-    finally:
-        if isinstance(ws, ConsoleConnection):
-            ws.sink = None
-        hub.leave(viewer)
-    return close_reason(ws)

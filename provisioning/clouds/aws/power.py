@@ -5,9 +5,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from instances.backends.base import ExitKind
+from instances.backends.base import BackendError, ExitKind
 from provisioning.clouds.aws.sandbox import sandbox_was_reset
 from provisioning.clouds.aws.sdk import client_for, mapped_errors
+from provisioning.clouds.aws.ssm_console import SsmConsole
 from provisioning.clouds.errors import CloudError
 from provisioning.clouds.power import ON_STATES, CloudVm, CloudVmBackend
 from provisioning.infra import InfraConfig, VmRecord
@@ -52,6 +53,21 @@ class AwsVmBackend(CloudVmBackend):
     service = "EC2"
     identity = "AWS"
     exec_channel = "SSM"
+    console_kinds = frozenset({"exec"})  # a Session Manager shell, in the browser
+
+    def console_socket(self, machine_id: str, kind: str) -> SsmConsole:
+        """The VM's Session Manager channel, started with the job's account: the console's
+        roles decide who opens it, the account's IAM whether AWS lets it start."""
+        if kind != "exec":
+            raise self._unsupported(f"{kind.capitalize()} consoles")
+        target = self._job_vm(machine_id)
+        account, region = target.job.account, target.job.region
+        try:
+            with mapped_errors():
+                ssm, ec2 = client_for(account, "ssm", region), client_for(account, "ec2", region)
+        except CloudError as error:
+            raise BackendError(f"Cannot open a Session Manager session: {error.message}") from error
+        return SsmConsole(target.vm.instance_id, region, account.role_arn, ssm, ec2)
 
     @classmethod
     def gone_message(cls, job: ProvisioningJob, instance_id: str, vm: CloudVm | None) -> str:
@@ -120,4 +136,5 @@ class AwsVmBackend(CloudVmBackend):
 
     @classmethod
     def exec_command(cls, job: ProvisioningJob, vm: VmRecord) -> str:
+        """The same shell from the user's own terminal, as their own AWS identity."""
         return f"aws ssm start-session --target {vm.instance_id} --region {job.region}"

@@ -70,16 +70,27 @@ class AgentMessage:
         raw_id = self.message_id.bytes
         return (
             _HEADER.pack(
-                HEADER_LENGTH, name, SCHEMA_VERSION, self.created_ms, self.sequence_number,
-                self.flags, raw_id[8:] + raw_id[:8], hashlib.sha256(self.payload).digest(),
+                HEADER_LENGTH,
+                name,
+                SCHEMA_VERSION,
+                self.created_ms,
+                self.sequence_number,
+                self.flags,
+                raw_id[8:] + raw_id[:8],
+                hashlib.sha256(self.payload).digest(),
                 self.payload_type,
-            )  # fmt: skip
+            )
             + _LENGTH.pack(len(self.payload))
             + self.payload
         )
 
-    def json(self) -> object:
-        return json.loads(self.payload)
+    def json(self) -> dict:
+        """The payload's JSON object ({} when it is not one)."""
+        try:
+            value = json.loads(self.payload)
+        except ValueError:
+            return {}
+        return value if isinstance(value, dict) else {}
 
 
 def decode(frame: bytes) -> AgentMessage:
@@ -136,11 +147,7 @@ def acknowledgement(of: AgentMessage) -> AgentMessage:
 
 def acknowledged_sequence(ack: AgentMessage) -> int | None:
     """The sequence number an acknowledge message acknowledges (None if it names none)."""
-    try:
-        value = ack.json()
-        number = value["AcknowledgedMessageSequenceNumber"]  # type: ignore[index]
-    except (ValueError, TypeError, KeyError):
-        return None
+    number = ack.json().get("AcknowledgedMessageSequenceNumber")
     return number if isinstance(number, int) else None
 
 

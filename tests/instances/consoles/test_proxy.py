@@ -423,7 +423,9 @@ def test_a_console_of_a_machine_that_is_not_running_closes_with_a_reason(
         fake_backend.socket_path(kind).unlink()
     ticket = issue_ticket(operator, running_instance)
     with open_console(console_proxy, running_instance, ticket=ticket, cookie_user=operator) as ws:
+        said = json.loads(ws.recv(timeout=5))  # the whole reason, then the close frame's
         closed = refused(ws)
+    assert said["type"] == "error" and "not available" in said["message"]
     assert closed.rcvd.code == 4410 and "not available" in closed.rcvd.reason
     session = wait_until(
         lambda: ConsoleSession.objects.filter(ended_at__isnull=False).first(), "end"
