@@ -340,7 +340,12 @@ def test_aws_instances_show_power_buttons_and_hide_what_the_job_owns(landed):
     assert allowed["delete"].reason.startswith("aws instances go when their provisioning job")
     consoles = instance_console_actions(first, Role.ADMIN)
     assert not consoles["console"] and not consoles["serial_log"]
-    assert "IAM-gated exec channel (SSM)" in consoles["console"].reason
+    assert consoles["console"].reason == "aws gives its machines no serial console: use exec."
+    assert consoles["exec_console"] and consoles["exec_console_interactive"]
+    # a Session Manager session starts as the job's account: operators open it, viewers do not
+    assert instance_console_actions(first, Role.OPERATOR)["exec_console"]
+    viewer = instance_console_actions(first, Role.VIEWER)["exec_console"]
+    assert not viewer and viewer.reason == "Needs the operator role."
 
 
 def test_disk_and_interface_changes_of_an_aws_instance_are_refused(
