@@ -9,10 +9,13 @@ from google.oauth2 import service_account
 from instances.choices import PowerState
 from instances.models import Instance
 from provisioning.choices import JobStatus
+from provisioning.clouds import CLOUDS
 from provisioning.infra import InfraConfig
 from provisioning.pipeline import job_run_inline
+from provisioning.validation import machine_errors
 from tests.fakes.gce import BOOT_LINES, service_account_key
 from tests.provisioning.vms import instances_of
+from tests.provisioning.wizard import url, walk
 
 pytestmark = pytest.mark.django_db
 CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
@@ -138,3 +141,20 @@ def test_a_vm_gce_no_longer_knows_says_so(gcp, vm, client_for):
     html = poll(client_for("viewer"), instance).content.decode()
     assert f"GCE has no instance {name} in us-central1-a any more" in html
 
+
+def test_the_azure_exec_channel_is_gated_with_the_provisioning_message():
+    azure = CLOUDS["azure"]
+    assert "AzureRunCmd" in azure.refusal and "not yet GA" in azure.refusal
+    config = InfraConfig(provider="aws", instance_type="t3.micro", exec_mode="AzureRunCmd")
+    assert machine_errors(config)["exec_mode"] == azure.refusal
+
+
+def test_the_wizards_exec_channel_choice_says_azures_gate(client_for, account):
+    client = client_for("operator")
+    walk(client, account, until="machine")
+    page = client.get(url("machine")).content.decode()
+    assert '<option value="AzureRunCmd">AzureRunCmd (Azure, gated)</option>' in page
+    machine = {"instance_type": "t3.micro", "disk_gb": "20", "bootstrap_mode": "default",
+               "exec_mode": "AzureRunCmd", "action": "next"}  # fmt: skip
+    page = client.post(url("machine"), machine).content.decode()
+    assert "The Azure exec channel (AzureRunCmd) is gated on GA too" in page
