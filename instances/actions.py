@@ -17,6 +17,7 @@ from instances.backends import (
     backend_named,
     is_managed_backend,
 )
+from instances.backends.base import ReadsSerialOutput
 from instances.choices import POWER_TRANSITIONAL, PowerState, Role
 from instances.models import Instance
 from instances.power_operations import POWER_OPERATIONS
@@ -166,6 +167,17 @@ def serial_log(instance: Instance, role: Role | None) -> Allowed:
     return YES
 
 
+def serial_output(instance: Instance, role: Role | None) -> Allowed:
+    """Watch the guest's serial output as its cloud serves it (read-only, like a viewer)."""
+    if not (allowed := role_check(role, Role.VIEWER)):
+        return allowed
+    if not backend_available(instance.backend) or not isinstance(
+        backend_named(instance.backend), ReadsSerialOutput
+    ):
+        return Allowed(False, f"{instance.backend} serves no serial output through its API.")
+    return YES
+
+
 def console_recordings(instance: Instance, role: Role | None) -> Allowed:
     """Replay or download the asciicast recordings of console sessions."""
     return role_check(role, Role.ADMIN)
@@ -179,6 +191,7 @@ CONSOLE_RULES = {
     "exec_console": exec_console,
     "exec_console_interactive": _interactive(exec_console),
     "serial_log": serial_log,
+    "serial_output": serial_output,
     "console_recordings": console_recordings,
 }
 

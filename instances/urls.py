@@ -11,6 +11,7 @@ from instances.views import (
     networking,
     power,
     projects,
+    serial_output,
     storage,
     url_imports,
 )
@@ -45,6 +46,11 @@ urlpatterns = [
         INSTANCE + "manifest.yaml", manifests.instance_manifest_download, name="instance-manifest"
     ),
     path(INSTANCE + "serial.log", consoles.serial_log_download, name="instance-serial-log"),
+    path(
+        INSTANCE + "serial-output/",
+        serial_output.instance_serial_output,
+        name="instance-serial-output",
+    ),
     path(
         INSTANCE + "console-sessions/", consoles.console_sessions, name="instance-console-sessions"
     ),

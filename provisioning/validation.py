@@ -86,7 +86,10 @@ def machine_errors(config: InfraConfig) -> dict[str, str]:
     if config.bootstrap_mode not in BootstrapMode.values:
         errors["bootstrap_mode"] = "Choose default or bare-metal."
     expected = cloud.exec_mode
-    if config.exec_mode != expected:
+    gated = [other.refusal for other in CLOUDS.values() if other.exec_mode == config.exec_mode]
+    if gated and gated[0]:  # a cloud not yet provisioned on: its channel is gated with it
+        errors["exec_mode"] = gated[0]
+    elif config.exec_mode != expected:
         errors["exec_mode"] = f"On {config.provider.upper()} the exec channel is {expected}."
     return errors
 

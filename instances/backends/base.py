@@ -179,6 +179,30 @@ class Migrates(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class SerialOutput:
+    """Guest serial output a cloud keeps, bytes `start` to `next` of all it printed; `start`
+    is past the offset asked for when the cloud no longer keeps what came between."""
+
+    text: str
+    start: int
+    next: int
+
+
+@runtime_checkable
+class ReadsSerialOutput(Protocol):
+    """A backend whose cloud serves its VMs' serial output read-only (GCE's getSerialPortOutput),
+    polled by the details page from the offset its last answer ended at."""
+
+    serial_output_channel: str  # what the page says the output comes through
+    identity: str  # whose identity shell_command runs as: "Google"
+
+    def serial_output(self, machine_id: str, start: int) -> SerialOutput: ...
+
+    def shell_command(self, machine_id: str) -> str:
+        """The interactive channel's command for the user's own terminal; "" when none."""
+
+
 @runtime_checkable
 class DialedConsole(Protocol):
     """A console its backend opens itself, speaking its own protocol (a cloud's exec channel):

@@ -13,8 +13,8 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from instances import actions
-from instances.backends import backend_available, backend_named
 from instances.access import instance_for_user
+from instances.backends import backend_available, backend_named
 from instances.consoles.recording import finish_recording, part_path
 from instances.consoles.registry import CONSOLE_KINDS, ConsoleKind, console_kind
 from instances.consoles.tickets import SUBPROTOCOL_PREFIX, console_ticket_issue

@@ -32,6 +32,7 @@ from instances.redaction import user_data_redacted
 from instances.row_rules import DISK_RULES, NIC_RULES, SNAPSHOT_RULES, row_allowed
 from instances.views.consoles import console_links
 from instances.views.polling import digest
+from instances.views.serial_output import serial_output_section
 
 TABS = ("overview", "storage", "networking", "events")
 # Views inside a tab, each at its own ?tab= value: the seed's Storage > UserData.
@@ -112,6 +113,7 @@ def detail_context(instance: Instance, role: Role, tab: str) -> dict[str, object
         context["disks"] = instance.disks.select_related("image")
         context["guest"] = _guest_report(instance)
         context["ssh"] = _ssh(instance, nics)
+        context["serial_output"] = serial_output_section(instance, console_allowed["serial_output"])
     elif tab == "storage":
         disks = list(instance.disks.select_related("image").prefetch_related("snapshots"))
         context["disks"] = disks

@@ -19,7 +19,10 @@ def provider_choices() -> list[tuple[str, str]]:
 
 def exec_mode_choices() -> list[tuple[str, str]]:
     """Each cloud's IAM-gated exec channel, the only interactive access to its VMs."""
-    return [(cloud.exec_mode, f"{cloud.exec_mode} ({cloud.label})") for cloud in CLOUDS.values()]
+    return [
+        (cloud.exec_mode, f"{cloud.exec_mode} ({cloud.label}{', gated' if cloud.refusal else ''})")
+        for cloud in CLOUDS.values()
+    ]
 
 
 def cloud_for(provider: str) -> Cloud:

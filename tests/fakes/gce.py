@@ -95,7 +95,15 @@ DEFAULTS: dict[str, Any] = {
     "bootstrap_fails": False,
     "instance_quota": 24,
     "serving_port": 80,  # where a bootstrapped instance's service (NGINX) answers health checks
+    "serial_keep_bytes": 1024 * 1024,  # the serial output GCE keeps of each instance: the last MiB
+    "serial_denied": False,  # getSerialPortOutput refused as IAM does without the permission
 }
+# What a booting instance prints on its serial port before the guest's own output.
+BOOT_LINES = (
+    "SeaBIOS (version 1.8.2-google)\r\nBooting from Hard Disk 0...\r\n"
+    "[    0.000000] Linux version 6.1.0-28-cloud-amd64\r\n"
+    "{name} login: \r\n"
+)
 SOA_TIMES = "21600 3600 259200 300"  # refresh, retry, expire, negative caching TTL
 RECORD_TYPES = {"A", "AAAA", "CAA", "CNAME", "MX", "NS", "PTR", "SOA", "SPF", "SRV", "TXT"}
 DNS_NAME = re.compile(r"(\*\.)?([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\.)+", re.IGNORECASE)
@@ -243,6 +251,8 @@ class Machine:
     deleting: bool = False
     group: str | None = None  # key of the MIG that made it
     guest: dict[str, str] = field(default_factory=dict)  # "namespace/key" → value
+    serial: bytearray = field(default_factory=bytearray)  # port 1's output, its kept tail
+    serial_next: int = 0  # how many bytes the guest printed in all: the next byte's offset
 
 
 @dataclass
@@ -392,6 +402,7 @@ ROUTES = [  # (method, path, handler), the first match wins
         ("DELETE", INSTANCES + NAMED, "instance_delete"),
         ("POST", INSTANCES + NAMED + r"/(?P<action>start|stop|reset)", "instance_power"),
         ("GET", INSTANCES + NAMED + r"/getGuestAttributes", "instance_guest_attributes"),
+        ("GET", INSTANCES + NAMED + r"/serialPort", "instance_serial_port"),
         ("POST", GROUPS, "group_insert"),
         ("POST", GROUPS + NAMED + r"/resize", "group_resize"),
         ("POST", GROUPS + NAMED + r"/listManagedInstances", "group_managed_instances"),
@@ -543,6 +554,12 @@ class FakeGce:
             self.tokens = {
                 token: issuer for token, issuer in self.tokens.items() if issuer != email
             }
+
+    def append_serial(self, name: str, text: str) -> None:
+        """The instance's guest prints text on its first serial port (GCE keeps the last MiB)."""
+        with self.lock:
+            key = next(key for key in self.machines if short(key) == name)
+            self._print_serial(key, text)
 
     def stop(self) -> None:
         self.reset()
@@ -1095,6 +1112,7 @@ class FakeGce:
         instance["status"] = status
         if status == "RUNNING":
             instance["lastStartTimestamp"] = now()
+            self._print_serial(key, BOOT_LINES.format(name=instance["name"]))
             self._schedule_bootstrap(key)
 
     def _schedule_bootstrap(self, key: str) -> None:
@@ -1175,6 +1193,35 @@ class FakeGce:
                            "type 'Guest Attribute' was not found.")  # fmt: skip
         return {"kind": "compute#guestAttributes", "queryPath": query_path,
                 "queryValue": {"items": items}}  # fmt: skip
+
+    def _print_serial(self, key: str, text: str) -> None:
+        machine = self.machines[key]
+        data = text.encode()
+        machine.serial += data
+        machine.serial_next += len(data)
+        del machine.serial[: max(0, len(machine.serial) - self.config["serial_keep_bytes"])]
+
+    def instance_serial_port(self, request: Request, params: dict[str, str]) -> Body:
+        """The output from byte `start` on (port 1; ports 2-4 print nothing), from the oldest
+        byte kept when `start` is older, its offset then the answer's `start`, as GCE does."""
+        key = self._key(params, "instances")
+        self._get("instances", key)
+        if self.config["serial_denied"]:
+            raise ApiError(403, "forbidden", "Required 'compute.instances.getSerialPortOutput' "
+                           f"permission for '{self._relative(key)}'")  # fmt: skip
+        port, start = request.query.get("port", "1"), request.query.get("start", "0")
+        if port not in ("1", "2", "3", "4"):
+            raise invalid_field("port", port, "Must be between 1 and 4.")
+        if not start.lstrip("-").isdigit():
+            raise invalid_field("start", start, "Must be an integer.")
+        machine = self.machines[key]
+        output = machine.serial if port == "1" else bytearray()
+        end = machine.serial_next if port == "1" else 0
+        oldest = end - len(output)
+        begin = min(max(int(start), oldest), end)
+        contents = bytes(output[begin - oldest :]).decode(errors="replace")
+        return {"kind": "compute#serialPortOutput", "selfLink": self._link(key) + "/serialPort",
+                "contents": contents, "start": str(begin), "next": str(end)}  # fmt: skip
 
     # ---- managed instance groups --------------------------------------------------------------
     def _members(self, group_key: str, *, deleting: bool = True) -> list[str]:

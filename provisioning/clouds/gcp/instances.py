@@ -60,3 +60,14 @@ def power_vm(account: CloudAccount, zone: str, name: str, operation: str) -> Non
     wait_operation(
         account, project_of(account), started, heartbeat=lambda: None, timeout=POWER_TIMEOUT
     )
+
+
+def serial_output(account: CloudAccount, zone: str, name: str, start: int) -> dict[str, Any]:
+    """Port 1's output from byte `start` (GCE keeps the last MiB): contents, start, next."""
+    instances = client_for(account, compute_v1.InstancesClient)
+    found = instances.get_serial_port_output(
+        compute_v1.GetSerialPortOutputInstanceRequest(
+            project=project_of(account), zone=zone, instance=name, port=1, start=start
+        )
+    )
+    return {"contents": found.contents, "start": int(found.start), "next": int(found.next_)}

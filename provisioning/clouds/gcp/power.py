@@ -4,10 +4,12 @@ clouds.power's), through the account's cached clients (gcp.sdk)."""
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from instances.backends.base import BackendError, SerialOutput
+from provisioning.choices import VmState
 from provisioning.clouds.errors import CloudError
 from provisioning.clouds.gcp.base import project_of
-from provisioning.clouds.gcp.instances import power_vm, read_vm
-from provisioning.clouds.gcp.sdk import mapped_errors
+from provisioning.clouds.gcp.instances import power_vm, read_vm, serial_output
+from provisioning.clouds.gcp.sdk import key_info, mapped_errors
 from provisioning.clouds.power import CloudVm, CloudVmBackend
 from provisioning.infra import InfraConfig, VmRecord
 from provisioning.models import CloudAccount, ProvisioningJob
@@ -21,6 +23,7 @@ class GcpVmBackend(CloudVmBackend):
     service = "GCE"
     identity = "Google"
     exec_channel = "OS Login"
+    serial_output_channel = "Live serial output through the Compute API (read-only)"
 
     @classmethod
     def describe(
@@ -61,3 +64,42 @@ class GcpVmBackend(CloudVmBackend):
             f"gcloud compute ssh {vm.instance_id} --zone {vm.zone} "
             f"--project {project_of(job.account)} --tunnel-through-iap"
         )
+
+    def shell_command(self, machine_id: str) -> str:
+        """exec_command of the VM, or "" when it is no longer a job's or was terminated."""
+        found = self._find(machine_id)
+        if found is None or found.vm.state == VmState.TERMINATED:
+            return ""
+        return self.exec_command(found.job, found.vm)
+
+    def serial_output(self, machine_id: str, start: int) -> SerialOutput:
+        """Port 1's output from byte `start`, read with the job's account: GCE's IAM decides
+        whether its service account may (compute.instances.getSerialPortOutput)."""
+        target = self._job_vm(machine_id)
+        account, vm = target.job.account, target.vm
+        try:
+            with mapped_errors():
+                read = serial_output(account, vm.zone, vm.instance_id, max(0, start))
+        except CloudError as error:
+            message = self._serial_message(target, error)
+            raise BackendError(message, retryable=error.retryable) from error
+        return SerialOutput(text=read["contents"], start=read["start"], next=read["next"])
+
+    def _serial_message(self, target: JobVm, error: CloudError) -> str:
+        """What the page says when GCE does not serve the output: what to grant, or why."""
+        name = target.vm.instance_id
+        if error.code == "forbidden" or "getSerialPortOutput" in error.message:
+            try:
+                who = f"service account {key_info(target.job.account)['client_email']}"
+            except (CloudError, KeyError):
+                who = "the account's service account"
+            return (
+                f"GCE refused to read the serial output of {name}: {who} lacks the IAM "
+                f"permission compute.instances.getSerialPortOutput (in roles/compute.viewer) "
+                f"on project {project_of(target.job.account)}. ({error.message})"
+            )
+        if self._vm_gone(error):
+            return f"GCE has no instance {name} in {target.vm.zone} any more: no serial output."
+        if error.retryable:
+            return f"Could not read the serial output of {name} now: {error.message}"
+        return f"GCE refused to read the serial output of {name}: {error.message}"
