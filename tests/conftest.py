@@ -12,7 +12,12 @@ from django.test import Client
 from instances.choices import Role
 from tests.factories import MembershipFactory, ProjectFactory, UserFactory
 
-pytest_plugins = ["tests.fakes.fixtures", "tests.fakes.kubevirt.fixtures", "tests.oci_registry"]
+pytest_plugins = [
+    "tests.fakes.fixtures",
+    "tests.fakes.kubevirt.fixtures",
+    "tests.oci_registry",
+    "tests.provisioning.aws_fixtures",
+]
 ROLES = ("owner", "operator", "viewer", "outsider")
 
 

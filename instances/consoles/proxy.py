@@ -277,4 +277,4 @@ async def run_forever(
 ) -> None:
     async with proxy.serve(host, port):
         await stop
-    proxy.hubs.close_all()
+    await proxy.hubs.close_all_and_wait()

@@ -6,33 +6,12 @@ import os
 
 import pytest
 
-from provisioning.clouds.aws.sdk import forget_clients
 from provisioning.clouds.gcp.sdk import forget_clients as forget_gcp_clients
 from provisioning.infra import InfraConfig
 from provisioning.services.accounts import account_create
 from provisioning.services.jobs import job_create
 from tests.fakes.gce import service_account_key
-from tests.provisioning import moto
 from tests.services import start_celery_worker_on, stop
-
-
-@pytest.fixture(scope="session")
-def moto_server(tmp_path_factory):
-    process, url = moto.start_moto(tmp_path_factory.mktemp("moto") / "moto.log")
-    yield url
-    stop(process)  # SIGKILL if it is still serving 15 s after SIGTERM
-
-
-@pytest.fixture
-def aws(moto_server, settings):
-    """A clean moto, fresh SDK clients, and a pipeline that does not wait long."""
-    moto.reset(moto_server)
-    forget_clients()
-    settings.ZOPDAY_PROVISIONING_RETRY_BASE_SECONDS = 0.01
-    settings.ZOPDAY_PROVISIONING_POLL_SECONDS = 0.05
-    settings.ZOPDAY_PROVISIONING_READY_TIMEOUT = 10
-    yield moto_server
-    forget_clients()
 
 
 @pytest.fixture

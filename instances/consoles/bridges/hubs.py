@@ -59,6 +59,14 @@ class HubRegistry:
         for hub in list(self.hubs.values()):
             hub.close()
 
+    async def close_all_and_wait(self, timeout: float = 5) -> None:
+        """Close every hub and let their closings finish (a cloud's session channel tells its
+        service the session is over), for at most `timeout` seconds."""
+        self.close_all()
+        pending = asyncio.all_tasks() - {asyncio.current_task()}
+        if pending:
+            await asyncio.wait(pending, timeout=timeout)
+
 
 async def run_terminal(ws: ServerConnection, hub: TerminalHub, viewer: Viewer) -> str:
     """Serve one terminal viewer until it or the backend goes away; returns why it ended."""

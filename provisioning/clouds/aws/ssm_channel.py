@@ -178,7 +178,7 @@ class SsmChannel:
             await self._send_frame(wire.acknowledgement(message).encode())
             self._take_in_order(message)
         elif kind == wire.CHANNEL_CLOSED:
-            self.reason = _closed_reason(message)
+            self.reason = self.reason or _closed_reason(message)
             self.closed = True
         elif kind == wire.PAUSE_PUBLICATION:
             self._published.clear()

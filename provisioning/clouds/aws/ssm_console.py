@@ -108,7 +108,7 @@ class SsmConsole:
             described = reservations[0]["Instances"][0] if reservations else {}
         except (ClientError, BotoCoreError, IndexError, KeyError):
             described = {}
-        if described and not described.get("IamInstanceProfile"):
+        if described and not described.get("IamInstanceProfile") and not _from_template(described):
             return (
                 f"{vm} is not managed by SSM: it has no instance profile. Attach one whose "
                 f"role has the {SSM_POLICY} policy, then its agent registers within minutes."
@@ -137,3 +137,9 @@ async def _handshake_done(channel: SsmChannel) -> None:
         channel.reason = "The instance's SSM agent did not finish the handshake in time."
         channel.close()
     raise Unavailable(channel.reason or "The session ended before it began.")
+
+
+def _from_template(described: dict) -> bool:
+    """Launched from a launch template, which may give the profile (EC2 shows it as an
+    IamInstanceProfile; not every EC2 double does)."""
+    return any(tag.get("Key") == "aws:ec2launchtemplate:id" for tag in described.get("Tags", []))

@@ -178,7 +178,7 @@ def served(proxy: ConsoleProxy, loop, port: int = 0) -> Iterator[int]:
         async def stop():
             server.close()
             await server.wait_closed()
-            proxy.hubs.close_all()
+            await proxy.hubs.close_all_and_wait()
             await sync_to_async(connections.close_all)()
 
         loop.run(stop())
