@@ -19,12 +19,12 @@ START_PUBLICATION = "start_publication"
 PAUSE_PUBLICATION = "pause_publication"
 STREAM_TYPES = frozenset({INPUT, OUTPUT})
 
-HEADER_LENGTH = 116  # MessageType up to and including PayloadType
+HEADER_LENGTH = 116  # where PayloadLength starts: HeaderLength itself up to PayloadType
 SCHEMA_VERSION = 1
 ACK_FLAGS = 3  # SYN and FIN, as the plugin sets them on acknowledgements
 _HEADER = struct.Struct(">I32sIQqQ16s32sI")  # HeaderLength ... PayloadType
 _LENGTH = struct.Struct(">I")
-FIXED_BYTES = _HEADER.size + _LENGTH.size  # 124: everything before the payload
+FIXED_BYTES = _HEADER.size + _LENGTH.size  # 120: everything before the payload
 
 
 class PayloadType(IntEnum):
