@@ -18,39 +18,22 @@ It ends with `figure:` lines (ratios of the proxied path to the plain client in 
 
 import argparse
 import asyncio
-import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from stack import WORK, start_redis, stop_processes
+
 ORIGIN = "http://localhost:8000"
 END = b"END-42"  # printed by `echo END-$((6*7))`: not in the command's own echo
 
 
-def setup_django(work: Path) -> None:
-    os.environ.update(
-        ZOPDAY_RUN_DIR=str(work / "run"),
-        DJANGO_SETTINGS_MODULE="zopday.settings",
-        ZOPDAY_LOG_LEVEL="WARNING",
-        CONSOLE_TICKET_SECONDS="60",
-    )
-    os.environ.pop("DATABASE_URL", None)
-    import django
-
-    django.setup()
-
-
-def serve_fake(work: str, moto_url: str) -> None:
+def serve_fake(moto_url: str) -> None:
     """The Session Manager fake in a process of its own, as the cloud is to both clients."""
-    setup_django(Path(work))
     from tests.fakes.ssm import SsmFake
 
-    fake = SsmFake(upstream=moto_url, folder=Path(work) / "ssm").start()
+    fake = SsmFake(upstream=moto_url, folder=WORK / "ssm").start()
     print(fake.url, flush=True)
     try:
         sys.stdin.read()  # until the benchmark closes it
@@ -58,9 +41,8 @@ def serve_fake(work: str, moto_url: str) -> None:
         fake.stop()
 
 
-def serve_proxy(work: str, port: int) -> None:
+def serve_proxy(port: int) -> None:
     """The console proxy, as `manage.py consoleproxy` runs it, on this run's database."""
-    setup_django(Path(work))
     from instances.consoles.proxy import ConsoleProxy, run_forever
 
     async def main() -> None:
@@ -171,7 +153,7 @@ class Proxied:
         await self.ws.send(data)
 
 
-def scene(work: Path):  # type: ignore[no-untyped-def]
+def scene():  # type: ignore[no-untyped-def]
     """Moto, the Session Manager fake, a landed job's VM and a user who may open its Exec."""
     from django.conf import settings
     from django.contrib.auth import get_user_model
@@ -188,17 +170,10 @@ def scene(work: Path):  # type: ignore[no-untyped-def]
 
     call_command("migrate", verbosity=0)
     settings.ZOPDAY_PROVISIONING_POLL_SECONDS = 0.05
-    # the steps the job queues go to a private Redis no worker reads: job_run_inline runs them
-    (work / "run").mkdir(parents=True, exist_ok=True)
-    redis = subprocess.Popen(
-        ["redis-server", "--port", "0", "--unixsocket", str(work / "run" / "redis.sock"),
-         "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL,
-    )  # fmt: skip
-    while not (work / "run" / "redis.sock").exists():
-        time.sleep(0.05)
-    moto, moto_url = start_moto(work / "moto.log")
+    redis = start_redis()  # the steps the job queues go where no worker reads: run here
+    moto, moto_url = start_moto(WORK / "moto.log")
     fake = subprocess.Popen(
-        [sys.executable, __file__, "--serve-fake", str(work), moto_url],
+        [sys.executable, __file__, "--serve-fake", moto_url],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert fake.stdout is not None
@@ -261,23 +236,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=400)
     parser.add_argument("--bulk", type=int, default=8, help="MiB per throughput run")
-    parser.add_argument("--serve-proxy", nargs=2, metavar=("WORK", "PORT"))
-    parser.add_argument("--serve-fake", nargs=2, metavar=("WORK", "MOTO_URL"))
+    parser.add_argument("--serve-proxy", metavar="PORT", type=int)
+    parser.add_argument("--serve-fake", metavar="MOTO_URL")
     args = parser.parse_args()
     if args.serve_fake:
-        return serve_fake(*args.serve_fake)
+        return serve_fake(args.serve_fake)
     if args.serve_proxy:
-        return serve_proxy(args.serve_proxy[0], int(args.serve_proxy[1]))
+        return serve_proxy(args.serve_proxy)
 
     from tests.provisioning.moto import free_port
-    from tests.services import stop
 
-    work = Path(tempfile.mkdtemp(prefix="zeb", dir="/tmp"))
-    setup_django(work)
-    processes, user, instance, cookie, ssm = scene(work)
+    processes, user, instance, cookie, ssm = scene()
     port = free_port()
     proxy = subprocess.Popen(
-        [sys.executable, __file__, "--serve-proxy", str(work), str(port)],
+        [sys.executable, __file__, "--serve-proxy", str(port)],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )  # fmt: skip
     try:
@@ -297,13 +269,11 @@ def main() -> None:
 
         results = asyncio.run(run())
     finally:
-        proxy.terminate()
-        proxy.wait(15)
-        for process in processes:
-            if process.stdin is not None:  # the fake: it ends its shells when told to stop
-                process.stdin.close()
-                process.wait(30)
-            stop(process)
+        fake = processes[0]
+        assert fake.stdin is not None
+        fake.stdin.close()  # the fake ends its shells when told to stop
+        fake.wait(30)
+        stop_processes([proxy, *processes])
     for name, figures in results.items():
         print(
             f"{name:6} keystroke round trip p50 {figures['p50']:.2f} ms, "

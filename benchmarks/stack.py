@@ -48,12 +48,19 @@ def wait(predicate, what: str, timeout: float = 120.0, step: float = 0.01):  # t
     return value
 
 
-def start_services(queues: str) -> list[subprocess.Popen]:
-    """A private Redis and a worker on `queues`, started as `bin/zop run` starts its workers."""
+def start_redis() -> subprocess.Popen:
+    """The run's private Redis, on a unix socket; returns once it listens."""
     redis = subprocess.Popen(
         ["redis-server", "--port", "0", "--unixsocket", str(WORK / "redis.sock"), "--save", "",
          "--appendonly", "no"], stdout=subprocess.DEVNULL,
     )  # fmt: skip
+    wait(lambda: (WORK / "redis.sock").exists(), "Redis", 30)
+    return redis
+
+
+def start_services(queues: str) -> list[subprocess.Popen]:
+    """A private Redis and a worker on `queues`, started as `bin/zop run` starts its workers."""
+    redis = start_redis()
     worker = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "zopday", "worker", "-n", "host@%h", "--loglevel",
          "INFO", "--pool", "threads", "--concurrency", "8", "-Q", queues],
