@@ -13,7 +13,7 @@ import logging
 import struct
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import ServerConnection
@@ -42,10 +42,10 @@ KMS_REQUIRED = (
 
 @dataclass(frozen=True)
 class Stream:
-    """Where to open the channel and the token it takes."""
+    """Where to open the channel and the token it takes (never in a log line)."""
 
     url: str
-    token: str
+    token: str = field(repr=False)
 
 
 @dataclass
