@@ -8,31 +8,16 @@ from django.conf import settings
 from playwright.sync_api import expect
 
 from instances.models import ConsoleSession
-from provisioning.choices import JobStatus
-from provisioning.infra import InfraConfig
-from provisioning.pipeline import job_run_inline
-from provisioning.services.jobs import job_create
 from tests.e2e.test_consoles import logged_in_page, terminal_text, type_line, wait_for_text
-from tests.instances.consoles.conftest import wait_until
-from tests.provisioning.vms import instances_of
+from tests.provisioning.vms import first_vm_of_landed_job
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e, pytest.mark.integration]
 
 
 @pytest.fixture
 def aws_vm(ssm_account, project, owner):
-    job = job_create(
-        project=project, account=ssm_account, actor=owner, name="web", config=InfraConfig()
-    )
-    job_run_inline(job.pk)  # the steps the Celery worker has not taken first
-
-    def landed():
-        job.refresh_from_db()
-        assert job.status not in (JobStatus.FAILED, JobStatus.CANCELLED), job.message
-        return job.status == JobStatus.READY
-
-    wait_until(landed, "the job to land", 60)
-    return instances_of(job)[0]
+    """A landed job's first VM, as an instance (its agent online at the fake)."""
+    return first_vm_of_landed_job(project, ssm_account, owner)
 
 
 def test_exec_on_an_aws_vm_with_a_second_viewer_and_its_recording(

@@ -10,10 +10,6 @@ from websockets.exceptions import ConnectionClosed
 
 from instances.consoles.proxy import ConsoleProxy
 from instances.models import AuditEvent, ConsoleSession
-from provisioning.choices import JobStatus
-from provisioning.infra import InfraConfig
-from provisioning.pipeline import job_run_inline
-from provisioning.services.jobs import job_create
 from tests.instances.consoles.conftest import (
     ORIGIN,
     issue_ticket,
@@ -23,7 +19,7 @@ from tests.instances.consoles.conftest import (
     wait_until,
 )
 from tests.provisioning.moto import raw_client
-from tests.provisioning.vms import instances_of
+from tests.provisioning.vms import first_vm_of_landed_job
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -31,12 +27,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def vm(ssm_account, project, owner):
     """A landed job's first VM, as an instance (its agent online at the fake)."""
-    job = job_create(
-        project=project, account=ssm_account, actor=owner, name="web", config=InfraConfig()
-    )
-    job = job_run_inline(job.pk)
-    assert job.status == JobStatus.READY, job.message
-    return instances_of(job)[0]
+    return first_vm_of_landed_job(project, ssm_account, owner)
 
 
 @pytest.fixture

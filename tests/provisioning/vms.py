@@ -12,6 +12,27 @@ def instances_of(job):
     return list(Instance.objects.filter(project=job.project, backend=job.provider).order_by("name"))
 
 
+def first_vm_of_landed_job(project, account, owner):
+    """A new job's first VM once the job is Ready: run here, or by a Celery worker that an
+    earlier test left serving the queue (then its steps are that worker's)."""
+    from provisioning.choices import JobStatus
+    from provisioning.pipeline import job_run_inline
+    from provisioning.services.jobs import job_create
+
+    job = job_create(
+        project=project, account=account, actor=owner, name="web", config=InfraConfig()
+    )
+    job_run_inline(job.pk)
+
+    def landed():
+        job.refresh_from_db()
+        assert job.status not in (JobStatus.FAILED, JobStatus.CANCELLED), job.message
+        return job.status == JobStatus.READY
+
+    wait_for(landed, "the job to land")
+    return instances_of(job)[0]
+
+
 def ec2_state(aws, instance_id):
     """What moto's EC2 says of the VM: running, stopped, terminated..."""
     ec2 = raw_client(aws, "ec2")

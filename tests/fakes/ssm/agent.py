@@ -20,6 +20,7 @@ from provisioning.clouds.aws.ssm_messages import AgentMessage, PayloadType
 from .shell import Shell
 
 RESEND_SECONDS = 0.2
+LATE_SECONDS = 1.0  # a lost or swapped message with nothing after it goes at last
 KMS_MESSAGE = "KMS encryption is required by this account's Session Manager preferences."
 
 
@@ -54,7 +55,7 @@ class AgentSession:
     _next_in: int = 0
     _early: dict[int, AgentMessage] = field(default_factory=dict)
     _unacked: dict[int, list] = field(default_factory=dict)  # seq -> [frame, last sent]
-    _held: bytes | None = None  # reorder: a frame waiting for the next one
+    _late: list[list] = field(default_factory=list)  # lost or swapped: sent after the next
     _sent: int = 0
 
     def new_token(self) -> str:
@@ -155,37 +156,41 @@ class AgentSession:
     # ---- sending -----------------------------------------------------------------------
 
     async def send_stream(self, payload_type: PayloadType, payload: bytes) -> None:
+        """Number and send a message; a lost or swapped one goes out only after the next one
+        (or after LATE_SECONDS if none follows), so the client surely sees it out of order."""
         message = wire.stream(wire.OUTPUT, self._next_out, payload_type, payload)
         self._next_out += 1
-        frame = message.encode()
-        self._unacked[message.sequence_number] = [frame, time.monotonic()]
+        entry = [message.encode(), time.monotonic()]
+        self._unacked[message.sequence_number] = entry
         self._sent += 1
         faults = self.faults
-        if faults.drop_every and self._sent % faults.drop_every == 0:
-            return  # lost: the resend carries it
-        if faults.reorder:
-            if self._held is None:
-                self._held = frame
-                return
-            frame, held, self._held = frame, self._held, None
-            await self._send(frame)
-            frame = held
-        await self._send(frame)
+        lost = faults.drop_every and self._sent % faults.drop_every == 0
+        if lost or (faults.reorder and not self._late):
+            self._late.append(entry)  # lost: its resend comes later; reordered: its turn does
+            return
+        await self._send(entry[0])
         if faults.duplicate:
-            await self._send(frame)
+            await self._send(entry[0])
+        await self._send_late(force=True)
+
+    async def _send_late(self, *, force: bool) -> None:
+        now = time.monotonic()
+        while self._late and (force or now - self._late[0][1] >= LATE_SECONDS):
+            late = self._late.pop(0)
+            late[1] = now
+            await self._send(late[0])
 
     async def resend_due(self) -> None:
+        await self._send_late(force=False)
         now = time.monotonic()
         for entry in list(self._unacked.values()):
-            if now - entry[1] >= RESEND_SECONDS:
+            if now - entry[1] >= RESEND_SECONDS and not any(entry is late for late in self._late):
                 entry[1] = now
                 await self._send(entry[0])
 
     async def _resend_forever(self) -> None:
         while True:
             await asyncio.sleep(RESEND_SECONDS / 2)
-            if self._held is not None and not self.faults.reorder:
-                self._held = None  # the resend carries it
             await self.resend_due()
 
     async def _send(self, frame: bytes) -> None:
