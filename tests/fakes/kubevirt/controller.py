@@ -30,6 +30,7 @@ from instances.backends.base import (
     Power,
 )
 from instances.backends.qemu import QemuBackend
+from instances.backends.qemu.run_folder import RunFolder
 from instances.containerdisks import cache
 from instances.containerdisks.errors import ContainerDiskError
 from instances.containerdisks.reference import parse_reference
@@ -41,6 +42,7 @@ from tests.fakes.kubevirt.live import LiveUpdates
 from tests.fakes.kubevirt.migrations import Migrations
 from tests.fakes.kubevirt.snapshots import Snapshots
 from tests.fakes.kubevirt.store import BY_KIND, ApiError, Body
+from tests.fakes.kubevirt.vm_state import BackendStorage
 
 VM, VMI = BY_KIND["VirtualMachine"], BY_KIND["VirtualMachineInstance"]
 DATA_VOLUME, SECRET = BY_KIND["DataVolume"], BY_KIND["Secret"]
@@ -83,6 +85,7 @@ class Controller:
         self.nodes: dict[str, QemuBackend] = {}
         self.root = root
         self.cdi = Cdi(self.store, root)
+        self.vm_state = BackendStorage(root / "vm-state")
         self.stopping: dict[tuple[str, str], Stopping] = {}
         # what virt-controller remembers of a VM: stopped by request or by its guest ("off")
         self.notes: dict[tuple[str, str], dict[str, bool]] = {}
@@ -224,6 +227,7 @@ class Controller:
         vms, _ = self.store.list(VM, None, lambda body: True)
         for vm in vms:
             self._reconcile_vm(vm)
+        self.vm_state.forget_all_but({self._machine_id(vm) for vm in vms})
         vmis, _ = self.store.list(VMI, None, lambda body: True)
         for vmi in vmis:
             self._reconcile_vmi(vmi)
@@ -350,6 +354,7 @@ class Controller:
             backend, machine_id = self.node_backend(node), self._machine_id(vmi)
             if backend.status(machine_id).power is Power.RUNNING:
                 backend.force_stop(machine_id)
+            self.vm_state.keep(vmi, RunFolder(self.root / node / machine_id), machine_id)
             backend.undefine(machine_id)
         with contextlib.suppress(ApiError):  # gone already
             self.store.delete(VMI, *key)
@@ -430,6 +435,9 @@ class Controller:
         except BackendError as error:  # a containerDisk it could not pull
             spec = None
             vmi["status"].update(phase="Failed", reason=error.message)
+        if spec is not None:
+            run = RunFolder(self.root / node / spec.id)
+            self.vm_state.restore(vmi, run, spec.id)
         try:
             if spec is not None:
                 self.node_backend(node).start(spec)
@@ -506,9 +514,9 @@ class Controller:
             memory_mb=_quantity_mb(domain.get("memory", {}).get("guest", "128Mi")),
             firmware=FirmwareSpec(
                 bootloader="uefi" if efi is not None else "bios",
-                secure_boot=bool(efi and efi.get("secureBoot")),
+                secure_boot=efi is not None and efi.get("secureBoot", True),
                 persistent_efi=bool(efi and efi.get("persistent")),
-                vtpm=bool(domain["devices"].get("tpm", {}).get("persistent")),
+                vtpm=_tpm(domain) is not None,
             ),
             disks=tuple(disks), nics=tuple(nics), seed=seed,
             kernel=kernel, initrd=initrd, kernel_cmdline=cmdline,
@@ -560,6 +568,12 @@ def container_disk(image: str, login: tuple[str, str] = ("", "")) -> DiskSpec:
     except ContainerDiskError as error:
         raise BackendError(f"ErrImagePull: {error.message}") from None
     return DiskSpec(name="", role="container", bus="virtio", source=cached.path, reference=image)
+
+
+def _tpm(domain: Body) -> Body | None:
+    """The domain's vTPM, if it has one: `tpm: {}` is one, kept only if `persistent`."""
+    tpm = domain.get("devices", {}).get("tpm")
+    return tpm if tpm is not None and tpm.get("enabled", True) else None
 
 
 def _owner(vm: Body) -> Body:

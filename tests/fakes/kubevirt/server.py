@@ -21,7 +21,7 @@ from websockets.http11 import Request
 from websockets.server import ServerProtocol
 from websockets.sync.connection import Connection as WebsocketConnection
 
-from tests.fakes.kubevirt import schemas
+from tests.fakes.kubevirt import schemas, webhooks
 from tests.fakes.kubevirt.store import BY_PATH, ApiError, Body, Event, Resource, Store
 
 SUBRESOURCES_GROUP = "subresources.kubevirt.io"
@@ -158,6 +158,9 @@ class FakeApiServer:
         self.actions: dict[tuple[str, str], Action] = {}
         self.streams: dict[tuple[str, str], Stream] = {}
         self.admissions: dict[str, Admission] = {}  # kind → KubeVirt's webhook for creates
+        self.validations: dict[str, Admission] = {  # kind → its webhook for creates and updates
+            "VirtualMachine": webhooks.admit_vm
+        }
         self.deletions: dict[str, Deletion] = {}  # kind → what a DELETE sets going (a VMI's pod)
         self.tokens: dict[str, Subject] = {}
         self.requests: Counter[str] = Counter()  # "GET virtualmachines", "WATCH ...", ...
@@ -234,6 +237,13 @@ class FakeApiServer:
                 f'"{resource}" in API group "{group}"{where}',
                 {"name": route.name, "group": group, "kind": route.resource.plural},
             )
+
+    def admit(self, kind: str, namespace: str, body: Body, *, created: bool = False) -> None:
+        """KubeVirt's validating webhooks for the kind: raise ApiError to refuse the write."""
+        if created and (admit := self.admissions.get(kind)):
+            admit(namespace, body)
+        if validate := self.validations.get(kind):
+            validate(namespace, body)
 
     def checked(
         self, resource: Resource, body: Body, query: dict[str, str], agent: str = ""
@@ -376,13 +386,14 @@ class _Handler(BaseHTTPRequestHandler):
         elif method == "POST" and not route.name:
             self.api.namespace_exists(route)
             stored, warning = self.api.checked(resource, body, query, self.agent)
-            if admit := self.api.admissions.get(resource.kind):
-                admit(namespace, stored)
+            self.api.admit(resource.kind, namespace, stored, created=True)
             self.answer(201, store.create(resource, namespace, stored), warning)
         elif method == "PUT" and route.name and route.subresource in ("", "status"):
             if body.get("metadata", {}).get("name") != route.name:
                 raise ApiError(400, "BadRequest", "the name of the object does not match the URL")
             stored, warning = self.api.checked(resource, body, query, self.agent)
+            if route.subresource != "status":
+                self.api.admit(resource.kind, namespace, stored)
             answer = store.replace(
                 resource, namespace, stored, status=route.subresource == "status"
             )
@@ -393,6 +404,8 @@ class _Handler(BaseHTTPRequestHandler):
             changed = self.api.patched(current, content_type, body, resource)
             changed["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
             stored, warning = self.api.checked(resource, changed, query, self.agent)
+            if route.subresource != "status":
+                self.api.admit(resource.kind, namespace, stored)
             answer = store.replace(
                 resource, namespace, stored, status=route.subresource == "status"
             )

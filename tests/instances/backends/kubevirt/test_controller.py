@@ -3,11 +3,13 @@ start/stop subresources decide whether its instance runs, as KubeVirt's do."""
 
 import socket
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from kubernetes import client
 
-from instances.backends.base import CloudInitSeed, DiskSpec, MachineSpec, NicSpec
+from instances.backends.base import CloudInitSeed, DiskSpec, FirmwareSpec, MachineSpec, NicSpec
 from instances.backends.kubevirt.connection import subresource
 from instances.backends.kubevirt.manifests import Placement
 from instances.backends.kubevirt.objects import NamespaceObjects
@@ -17,6 +19,7 @@ pytestmark = pytest.mark.integration
 
 BOOT_TIMEOUT = 180
 NAMESPACE = "zop-web"
+VMS = ("kubevirt.io", "v1", NAMESPACE, "virtualmachines")
 SPEC = MachineSpec(
     "i-1", "web", 1, 1, 1, 1, 256,
     disks=(DiskSpec("disk-1", "root", "virtio", 1, boot_order=1),),
@@ -88,3 +91,27 @@ def test_a_guest_power_off_is_rerun_under_always_but_not_under_rerun_on_failure(
     assert vm_state(kube_api) == ("RerunOnFailure", "Stopped")
     act(kube_api, "start")
     wait_for(lambda: vm_state(kube_api)[1] == "Running", "Running again")
+
+
+@pytest.mark.parametrize("persistent", [False, True], ids=["tpm {}", "persistent tpm"])
+def test_a_tpm_is_made_anew_for_each_vmi_unless_persistent(kube_api, kubevirt, persistent):
+    custom = client.CustomObjectsApi(api_client(kube_api))
+    objects = NamespaceObjects(api_client(kube_api), NAMESPACE)
+    objects.define(replace(SPEC, firmware=FirmwareSpec(vtpm=True)), placement("Halted"), str)
+    vm = custom.get_namespaced_custom_object(*VMS, "i-1")
+    vm["spec"]["template"]["spec"]["domain"]["devices"]["tpm"] = (
+        {"persistent": True} if persistent else {}
+    )
+    custom.replace_namespaced_custom_object(*VMS, "i-1", vm)
+    state = kubevirt.root / "node-1" / f"{NAMESPACE}-i-1" / "swtpm"
+    act(kube_api, "start")
+    wait_for(lambda: vm_state(kube_api)[1] == "Running", "Running")
+    assert state.is_dir()  # swtpm runs beside the guest
+    (state / "written-by-the-guest").touch()
+    act(kube_api, "stop", {"gracePeriod": 0})
+    wait_for(lambda: vm_state(kube_api)[1] == "Stopped", "Stopped", timeout=60)
+    act(kube_api, "start")
+    wait_for(lambda: vm_state(kube_api)[1] == "Running", "Running again")
+    assert (state / "written-by-the-guest").exists() is persistent
+    act(kube_api, "stop", {"gracePeriod": 0})
+    wait_for(lambda: vm_state(kube_api)[1] == "Stopped", "Stopped", timeout=60)

@@ -142,3 +142,23 @@ def test_a_token_is_checked_and_a_missing_rbac_rule_is_named(kube_api, custom):
         other = client.CustomObjectsApi(api_client(kube_api, token))
         code, _ = refusal(other.get_namespaced_custom_object, *VMS, "i-1")
         assert code == 401
+
+
+def test_secure_boot_is_on_by_default_under_efi_and_needs_smm(custom):
+    efi = {"firmware": {"bootloader": {"efi": {}}}, "devices": {}}
+    code, status = refusal(
+        custom.create_namespaced_custom_object, *VMS, vm(template={"spec": {"domain": efi}})
+    )
+    field = "spec.template.spec.domain.firmware.bootloader.efi.secureBoot"
+    assert (code, status["reason"]) == (422, "Invalid")
+    assert status["details"]["causes"][0]["field"] == field
+    assert "SecureBoot requires SMM" in status["message"]
+    with_smm = {**efi, "features": {"smm": {}}}
+    made = custom.create_namespaced_custom_object(*VMS, vm(template={"spec": {"domain": with_smm}}))
+    made["spec"]["template"]["spec"]["domain"]["features"]["smm"] = {"enabled": False}
+    code, status = refusal(custom.replace_namespaced_custom_object, *VMS, "i-1", made)
+    assert (code, status["details"]["causes"][0]["field"]) == (422, field)
+    off = {"firmware": {"bootloader": {"efi": {"secureBoot": False}}}, "devices": {}}
+    custom.patch_namespaced_custom_object(
+        *VMS, "i-1", {"spec": {"template": {"spec": {"domain": off}}}}
+    )
