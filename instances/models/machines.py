@@ -45,6 +45,10 @@ class Instance(NamedInProject, models.Model):
         related_name="instances", help_text="The KubeVirt cluster it runs on; none: this "
         "console's own hosts.",
     )  # fmt: skip
+    node = models.CharField(
+        max_length=253, blank=True, editable=False,
+        help_text="The cluster node its VMI runs on, as the cluster's watch last saw it.",
+    )  # fmt: skip
     run_strategy = models.CharField(
         max_length=16, choices=RunStrategy.choices, default=RunStrategy.MANUAL
     )

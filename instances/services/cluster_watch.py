@@ -110,6 +110,8 @@ class Follower:
             self.version = body["metadata"]["resourceVersion"]
             if event["type"] in ("ADDED", "MODIFIED"):
                 self.seen(body, False)
+            elif event["type"] == "DELETED":
+                self.owner.gone(self.plural, body)
 
 
 class ClusterWatch:
@@ -165,11 +167,23 @@ class ClusterWatch:
         self._settle(instance, wanted, vm.get("status", {}).get("printableStatus", ""))
 
     def observe_vmi(self, vmi: Body, confirmed: bool = False) -> None:
-        """A VMI that ended by itself: record how on its instance."""
-        if vmi.get("status", {}).get("phase") in ENDED:
-            instance = self._instance_of(vmi)
-            if instance is not None:
-                self._ended(instance, vmi)
+        """The node a VMI runs on, for its instance's page; a VMI that ended by itself: record
+        how on its instance."""
+        status = vmi.get("status", {})
+        ended = status.get("phase") in ENDED
+        node = "" if ended else status.get("nodeName", "")
+        instance = self._instance_of(vmi)
+        if instance is None:
+            return
+        if instance.node != node:
+            Instance.objects.filter(pk=instance.pk).update(node=node)
+        if ended:
+            self._ended(instance, vmi)
+
+    def gone(self, plural: str, body: Body) -> None:
+        """A VMI deleted: its instance runs on no node now."""
+        if plural == "virtualmachineinstances" and (instance := self._instance_of(body)):
+            Instance.objects.filter(pk=instance.pk).exclude(node="").update(node="")
 
     def _ended(self, instance: Instance, vmi: Body) -> bool:
         """Record an ended VMI once (both watches may see it); False when it has not ended."""

@@ -320,4 +320,6 @@ def machine_migrate(instance_id: int, claimed_at: str | None = None) -> None:
         rows.update(migration=asdict(replace(last[-1], phase="Failed", message=error.message)))
         _fail(instance, PowerState.MIGRATING, error, "migrate")
         return
+    if done.target:
+        rows.update(node=done.target)
     settle(instance_id, PowerState.MIGRATING, PowerState.RUNNING, migration=asdict(done))

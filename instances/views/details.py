@@ -16,6 +16,7 @@ from instances.actions import instance_allowed_actions, instance_console_actions
 from instances.allowed import Allowed
 from instances.backends import (
     CLUSTER_BACKENDS,
+    MachineFact,
     backend_named,
     is_local_backend,
     is_managed_backend,
@@ -95,7 +96,8 @@ def detail_context(instance: Instance, role: Role, tab: str) -> dict[str, object
         ],
         "console_allowed": console_allowed,
         "consoles": console_links(instance, console_allowed),
-        "machine_facts": machine_facts(instance.backend, instance.machine_id),
+        "machine_facts": machine_facts(instance.backend, instance.machine_id)
+        + ([MachineFact("Node", instance.node)] if instance.node else []),
     }
     context["panel_version"] = digest(
         instance.power_state,

@@ -5,7 +5,6 @@ says it happened.
 
 Backends know no models: `locate` (given by the services) says where a machine runs."""
 
-import contextlib
 import math
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -225,15 +224,10 @@ class KubevirtBackend:
         where = self.locate(machine_id)
         if where is None:
             return []
-        facts = [
+        return [  # the node is the instance's, as the cluster's watch saw it: no call here
             MachineFact("Cluster", where.cluster),
             MachineFact("VirtualMachine", f"{where.placement.namespace}/{machine_id}"),
         ]
-        with contextlib.suppress(BackendError):  # the page shows what it can without it
-            vmi = self._at(machine_id)[0].virtual_machine_instance(machine_id)
-            if node := (vmi or {}).get("status", {}).get("nodeName"):
-                facts.append(MachineFact("Node", node))
-        return facts
 
     def migrate(
         self, machine_id: str, on_progress: Callable[[MigrationReport], None]

@@ -26,6 +26,13 @@ def wait_for_phase(instance: Instance, phase: str, timeout: float = BOOT_TIMEOUT
         time.sleep(0.2)
 
 
+def wait_until(condition, what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"never {what}"
+        time.sleep(0.1)
+
+
 def panel(client, instance: Instance) -> str:
     url = reverse("instance-power-panel", args=[instance.project.slug, instance.pk])
     return client.get(url).text
@@ -41,7 +48,11 @@ def test_a_running_instance_migrates_to_the_other_node_of_its_zone_as_its_page_s
     assert api.post(f"{base}/start").status_code == 202
     wait_for_state(instance, PowerState.RUNNING)
     wait_for_prompt(kubevirt, instance)
-    assert 'data-fact="node">Node: <span class="mono">node-1<' in panel(page, instance)
+    node_1 = 'data-fact="node">Node: <span class="mono">node-1<'
+    wait_until(lambda: node_1 in panel(page, instance), "the watch saw its VMI on node-1")
+    asked = kube_api.requests["GET virtualmachineinstances"]
+    panel(page, instance)  # the panel polls every few seconds: the node is the watch's
+    assert kube_api.requests["GET virtualmachineinstances"] == asked
     kubevirt.migrations.held = True  # it runs until the test has looked at it
 
     answer = api.post(f"{base}/migrate")
