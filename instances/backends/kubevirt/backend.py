@@ -139,7 +139,7 @@ class KubevirtBackend:
             return False
         ended = vmi["metadata"]["uid"] if vmi else ""  # a run that finished: not this one
         objects.define(spec, where.placement, self.image_url)
-        imports.forget_failed(objects, spec.id)  # import again, from the links just written
+        imports.forget_stale(spec, objects)  # import again, from the links just written
         if where.placement.run_strategy == "Once":  # virt-api refuses to start Once, but
             if ended:  # its controller runs a new VMI once the finished one is gone
                 objects.delete_instance(spec.id)

@@ -12,7 +12,7 @@ from kubernetes import client, watch
 
 from instances.backends.base import MachineSpec
 from instances.backends.kubevirt.connection import refusal
-from instances.backends.kubevirt.manifests import MACHINE_LABEL, data_volume_name
+from instances.backends.kubevirt.manifests import MACHINE_LABEL, MEDIUM_LABEL, data_volume_name
 from instances.backends.kubevirt.objects import NamespaceObjects
 
 Body = dict[str, Any]
@@ -51,18 +51,23 @@ def _listed(objects: NamespaceObjects, machine_id: str) -> list[Body]:
     return list(found.get("items", []))
 
 
-def forget_failed(objects: NamespaceObjects, machine_id: str) -> None:
+def forget_stale(spec: MachineSpec, objects: NamespaceObjects) -> None:
     """Deletes the machine's DataVolumes whose import failed: KubeVirt makes them again from the
-    VM's templates, with the link the console wrote last."""
-    for volume in _listed(objects, machine_id):
-        if import_problem(volume):
-            try:
-                objects.custom.delete_namespaced_custom_object(
-                    *CDI, objects.namespace, "datavolumes", volume["metadata"]["name"],
-                )  # fmt: skip
-            except client.ApiException as error:
-                if error.status != 404:
-                    raise refusal(error, objects.api.configuration.host) from None
+    VM's templates, with the link the console wrote last. And those of media no longer in its
+    CD-ROM drives (the machine is stopped: nothing reads them)."""
+    wanted = volume_names(spec)
+    for volume in _listed(objects, spec.id):
+        meta = volume["metadata"]
+        other_medium = MEDIUM_LABEL in meta.get("labels", {}) and meta["name"] not in wanted
+        if not (other_medium or import_problem(volume)):
+            continue
+        try:
+            objects.custom.delete_namespaced_custom_object(
+                *CDI, objects.namespace, "datavolumes", meta["name"]
+            )
+        except client.ApiException as error:
+            if error.status != 404:
+                raise refusal(error, objects.api.configuration.host) from None
 
 
 def await_imports(objects: NamespaceObjects, spec: MachineSpec, deadline: float) -> str:

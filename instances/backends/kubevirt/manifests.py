@@ -4,6 +4,7 @@ subnets through Multus NetworkAttachmentDefinitions, and whose NoCloud seed is a
 
 Nothing is dropped: a field KubeVirt has no place for is a BackendError naming it."""
 
+import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ CDI_VERSION = "cdi.kubevirt.io/v1beta1"
 MULTUS_VERSION = "k8s.cni.cncf.io/v1"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "zopday"}
 MACHINE_LABEL = "zopday.io/machine"  # on a VM, its VMI and DataVolumes: the machine id
+MEDIUM_LABEL = "zopday.io/cdrom"  # on a CD-ROM's DataVolume: the drive's disk name
 POD_NETWORK = "default"  # user-mode networking on QEMU: the pod network, masqueraded
 
 
@@ -61,6 +63,11 @@ def _device(disk: DiskSpec) -> Body:
 
 
 def data_volume_name(machine_id: str, disk: DiskSpec) -> str:
+    """A disk's DataVolume. A CD-ROM's is named for its medium too: CDI imports a DataVolume
+    once, so another ISO in the drive is another DataVolume."""
+    if disk.role == "cdrom":
+        medium = hashlib.sha256(str(disk.source).encode()).hexdigest()[:8]
+        return f"{machine_id}-{disk.name}-{medium}"
     return f"{machine_id}-{disk.name}"
 
 
@@ -81,8 +88,11 @@ def _volumes(
             continue
         name = data_volume_name(spec.id, disk)
         size = f"{max(disk.size_gb, 1)}Gi"
+        labels = {**MANAGED_BY, MACHINE_LABEL: spec.id}
+        if disk.role == "cdrom":
+            labels[MEDIUM_LABEL] = disk.name
         templates.append({
-            "metadata": {"name": name, "labels": {**MANAGED_BY, MACHINE_LABEL: spec.id}},
+            "metadata": {"name": name, "labels": labels},
             "spec": {
                 "source": _disk_source(disk, image_url),
                 "storage": {"resources": {"requests": {"storage": size}}},
