@@ -125,7 +125,12 @@ class Instance(NamedInProject, models.Model):
     @property
     def machine_id(self) -> str:
         """The backend's name for this instance (filesystem- and queue-safe)."""
-        return f"i-{self.pk}"
+        return self.machine_id_of(self.pk)
+
+    @staticmethod
+    def machine_id_of(pk: int) -> str:
+        """The machine id of the instance `pk`, for a pass that reads rows without models."""
+        return f"i-{pk}"
 
     @property
     def is_transitional(self) -> bool:

@@ -1,4 +1,5 @@
 import ipaddress
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from django.conf import settings
@@ -144,6 +145,11 @@ class Subnet(NamedInProject, models.Model):
                 )
 
 
+def nic_name(index: int) -> str:
+    """The guest's name of the NIC at `index`: eth0 is the primary."""
+    return f"eth{index}"
+
+
 class NetworkInterface(models.Model):
     """An instance's attachment to a subnet: eth0, eth1, ... in index order; eth0 is primary."""
 
@@ -176,7 +182,7 @@ class NetworkInterface(models.Model):
 
     @property
     def name(self) -> str:
-        return f"eth{self.index}"
+        return nic_name(self.index)
 
     @property
     def primary(self) -> bool:
@@ -186,17 +192,31 @@ class NetworkInterface(models.Model):
         """The carrier of the running instance's NIC as the hypervisor and the guest report it:
         down when either side says so. The guest's word counts from a report of its current
         run made after the link was last set; a guest that does not say leaves the host's."""
-        if not host_up:
-            return CarrierState.DOWN
         if report is None or not report.current_for(self.instance):
-            return CarrierState.UP
-        assert report.reported_at is not None  # current_for says so
-        if self.link_changed_at is not None and report.reported_at < self.link_changed_at:
-            return CarrierState.UP
-        for interface in report.interfaces:
-            if str(interface.get("mac", "")).lower() == self.mac.lower():
-                return CarrierState.DOWN if interface.get("carrier") is False else CarrierState.UP
+            return carrier_from(host_up, self.mac, self.link_changed_at, None, [])
+        reported_at, interfaces = report.reported_at, report.interfaces
+        return carrier_from(host_up, self.mac, self.link_changed_at, reported_at, interfaces)
+
+
+def carrier_from(
+    host_up: bool,
+    mac: str,
+    link_changed_at: datetime | None,
+    reported_at: datetime | None,
+    interfaces: list[dict],
+) -> CarrierState:
+    """NetworkInterface.carrier_seen on plain values, for a pass over many NICs; `reported_at`
+    is None without a guest report of the current run."""
+    if not host_up:
+        return CarrierState.DOWN
+    if reported_at is None:
         return CarrierState.UP
+    if link_changed_at is not None and reported_at < link_changed_at:
+        return CarrierState.UP
+    for interface in interfaces:
+        if str(interface.get("mac", "")).lower() == mac.lower():
+            return CarrierState.DOWN if interface.get("carrier") is False else CarrierState.UP
+    return CarrierState.UP
 
 
 class IPLease(models.Model):

@@ -4,11 +4,14 @@ worker, shown only for the guest as it runs now (the real agent is in test_machi
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from instances.backends.base import GuestFacts, GuestInterface
 from instances.choices import CarrierState, PowerState
 from instances.models import GuestReport, Instance, NetworkInterface
+from instances.services import guest_reports
 from instances.services.guest_reports import _kept, guest_reports_host
 
 pytestmark = pytest.mark.django_db
@@ -173,3 +176,49 @@ def test_the_carrier_is_down_when_the_host_or_the_guest_says_so(running):
     # a report from before the instance last started describes an earlier run
     assert carrier_seen(running, True, guest_carrier=False, reported_ago=120) == CarrierState.UP
     assert running.nics.get().carrier_seen(True, None) == CarrierState.UP
+
+
+class SpeakingBackend:
+    """Guests whose agents say what `facts` holds for them."""
+
+    name = "speaking"
+
+    def __init__(self) -> None:
+        self.facts: dict[str, GuestFacts] = {}
+
+    def guest_facts(self, machine_id: str) -> GuestFacts:
+        return self.facts[machine_id]
+
+
+def facts_with(address: str) -> GuestFacts:
+    eth0 = GuestInterface(name="eth0", mac="52:54:00:aa:bb:cc", addresses=(address,), carrier=True)
+    return GuestFacts(hostname="web-1", interfaces=(eth0,), memory_total_kb=1_000_000)
+
+
+def a_round(instance) -> list[str]:  # type: ignore[no-untyped-def]
+    """A round with every guest due; the SQL of its writes."""
+    long_ago = timezone.now() - timedelta(hours=1)
+    GuestReport.objects.filter(instance=instance).update(asked_at=long_ago)
+    with CaptureQueriesContext(connection) as captured:
+        guest_reports_host(instance.host)
+    return [query["sql"] for query in captured if query["sql"].startswith("UPDATE")]
+
+
+def test_a_guest_that_says_the_same_again_only_moves_its_report_time_on(on_backend, monkeypatch):
+    backend = SpeakingBackend()
+    monkeypatch.setattr(guest_reports, "LOCAL_BACKENDS", frozenset({backend.name}))
+    instance = on_backend(backend, power_state=PowerState.RUNNING)
+    backend.facts[instance.machine_id] = facts_with("10.20.0.7/24")
+    a_round(instance)
+    first = GuestReport.objects.get(instance=instance)
+
+    writes = a_round(instance)
+    again = GuestReport.objects.get(instance=instance)
+    assert again.reported_at > first.reported_at and again.interfaces == first.interfaces
+    assert not any('"interfaces"' in sql for sql in writes)  # the claim and the time only
+
+    backend.facts[instance.machine_id] = facts_with("10.20.0.8/24")
+    a_round(instance)
+    changed = GuestReport.objects.get(instance=instance)
+    assert changed.interfaces[0]["addresses"] == ["10.20.0.8/24"]
+    assert changed.reported_at > again.reported_at

@@ -4,12 +4,16 @@ loops, links changed while an instance started, and one machine's error among ma
 from datetime import datetime, timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from instances.backends.base import ExitKind, MachineStatus, Power
 from instances.choices import CarrierState, LinkState, PowerState, RunStrategy
 from instances.models import AuditEvent, GuestReport, Instance, NetworkInterface
 from instances.services import reconciler
+from instances.services.instances import instance_create
+from tests.factories import instance_request
 from tests.instances.standins import LaunchingBackend
 
 pytestmark = pytest.mark.django_db
@@ -225,3 +229,75 @@ def test_a_restart_lost_again_and_again_is_settled_at_last(starting, launching_i
     stuck(instance, run_strategy=RunStrategy.ALWAYS, restarts_in_a_row=reconciler.LOST_RESTARTS_MAX)
     reconciler.reconcile_host(instance.host)
     assert Instance.objects.get(pk=instance.pk).power_state == PowerState.STOPPED
+
+
+class HostOfMany(LaunchingBackend):
+    """Every machine runs with eth0 up, unless `statuses` says otherwise."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda: None)
+        self.statuses: dict[str, MachineStatus] = {}
+
+    def status(self, machine_id: str) -> MachineStatus:
+        return self.statuses.get(machine_id, MachineStatus(Power.RUNNING, links={"eth0": True}))
+
+
+def more_like(instance: Instance, operator, count: int) -> list[Instance]:  # type: ignore[no-untyped-def]
+    """`count` more running instances on the instance's host and backend, each with its eth0."""
+    made = []
+    for n in range(count):
+        other = instance_create(
+            project=instance.project,
+            actor=operator,
+            request=instance_request(instance.nics.get().subnet, name=f"web-{n + 2}"),
+        )
+        Instance.objects.filter(pk=other.pk).update(
+            backend=instance.backend, host=instance.host, power_state=PowerState.RUNNING
+        )
+        made.append(other)
+    NetworkInterface.objects.update(carrier=CarrierState.UP)
+    return made
+
+
+def queries_of_a_pass(host: str) -> list[str]:
+    with CaptureQueriesContext(connection) as captured:
+        reconciler.reconcile_host(host)
+    return [query["sql"] for query in captured]
+
+
+def test_a_pass_where_nothing_changed_reads_the_same_for_one_instance_or_many(
+    on_backend, launching_is_local, operator
+):
+    backend = HostOfMany()
+    instance = on_backend(backend, power_state=PowerState.RUNNING)
+    NetworkInterface.objects.update(carrier=CarrierState.UP)
+    alone = queries_of_a_pass(instance.host)
+    more_like(instance, operator, 4)
+    assert len(queries_of_a_pass(instance.host)) == len(alone)
+    assert not any(sql.startswith("UPDATE") for sql in alone)
+
+
+def test_a_machine_that_changed_among_many_unchanged_is_still_picked_up(
+    on_backend, launching_is_local, operator
+):
+    backend = HostOfMany()
+    instance = on_backend(backend, power_state=PowerState.RUNNING)
+    others = more_like(instance, operator, 4)
+    changed = others[2]
+    backend.statuses[changed.machine_id] = MachineStatus(Power.STOPPED, ExitKind.GUEST_POWEROFF)
+    seen = {"name": "eth0", "mac": others[0].nics.get().mac, "addresses": [], "carrier": False}
+    now = timezone.now()
+    GuestReport.objects.create(instance=others[0], reported_at=now, asked_at=now, interfaces=[seen])
+    reconciler.reconcile_host(instance.host)
+    states = dict(Instance.objects.values_list("pk", "power_state"))
+    assert states == {
+        **{other.pk: PowerState.RUNNING for other in [instance, *others]},
+        changed.pk: PowerState.STOPPED,
+    }
+    carriers = dict(NetworkInterface.objects.values_list("instance_id", "carrier"))
+    assert carriers == {
+        **{other.pk: CarrierState.UP for other in [instance, *others]},
+        changed.pk: CarrierState.STOPPED,
+        others[0].pk: CarrierState.DOWN,  # its guest says so
+    }
+    assert AuditEvent.objects.filter(action="instance.stopped", target_id=str(changed.pk)).exists()
