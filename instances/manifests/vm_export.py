@@ -121,9 +121,11 @@ def instance_objects(instance: Instance, *, redact: bool) -> list[Body]:
         target = device.get("cdrom") or device.get("disk")
         if disk is not None and disk.bus == DiskBus.AUTO and target is not None:
             target.pop("bus", None)  # auto: KubeVirt's preference picks the bus
-    for template in vm["spec"]["dataVolumeTemplates"]:
-        disk = by_name[template["metadata"]["name"].removeprefix(f"{instance.name}-")]
-        if disk.image is not None and disk.image.kind != ImageKind.CONTAINER:
+    templates = {each["metadata"]["name"]: each for each in vm["spec"]["dataVolumeTemplates"]}
+    for volume in vm["spec"]["template"]["spec"]["volumes"]:
+        disk = by_name.get(volume["name"])
+        template = templates.get(volume.get("dataVolume", {}).get("name", ""))
+        if template and disk and disk.image and disk.image.kind != ImageKind.CONTAINER:
             template["metadata"]["annotations"] = {IMAGE: disk.image.name}
     objects = []
     for segment, subnet in sorted(subnets.items()):

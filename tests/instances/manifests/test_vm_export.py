@@ -6,12 +6,13 @@ import pytest
 import yaml
 from kubernetes import client
 
+from instances.choices import DiskRole, ImageKind
 from instances.manifests import ManifestInvalid, manifest_apply
 from instances.manifests.vm_export import instance_manifest
 from instances.models import SSHKey
 from instances.services import network
 from instances.services.instances import DiskRequest, NicRequest, instance_create
-from tests.factories import demo_image, instance_request
+from tests.factories import ImageFactory, demo_image, instance_request
 from tests.fakes.kubevirt import schemas
 from tests.fakes.kubevirt.fixtures import api_client, create
 
@@ -131,3 +132,20 @@ def test_every_field_survives_export_then_apply(operator, owner, cluster, cluste
     assert [plan.diff() for plan in plans] == [
         [f"  instance {instance.project.slug}/db (unchanged)"]
     ]
+
+
+def test_a_cdrom_exports_with_its_iso_named_on_its_data_volume(operator, cluster, cluster_lan):
+    iso = ImageFactory(kind=ImageKind.ISO, name="tools", path="tools.iso")
+    request = instance_request(
+        cluster_lan, image=demo_image(), name="cd", cluster="lab",
+        disks=[DiskRequest(size_gb=0, role=DiskRole.CDROM, name="cd-tools", image=iso)],
+    )  # fmt: skip
+    instance = instance_create(project=cluster_lan.project, actor=operator, request=request)
+    vm = list(yaml.safe_load_all(instance_manifest(instance, redact=False)))[-1]
+    volume = next(v for v in vm["spec"]["template"]["spec"]["volumes"] if v["name"] == "cd-tools")
+    template = next(
+        t for t in vm["spec"]["dataVolumeTemplates"]
+        if t["metadata"]["name"] == volume["dataVolume"]["name"]
+    )  # fmt: skip
+    assert template["metadata"]["annotations"] == {"zopday.io/image": "tools"}
+    assert template["spec"]["source"]["http"]["url"].endswith("/tools")
