@@ -1,6 +1,7 @@
 """Disks of a project: create, attach, detach, resize; snapshots of a disk or of all of an
 instance's disks at once: take, list, revert, delete."""
 
+from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest
 from ninja import Router
 from ninja.responses import Status
@@ -39,7 +40,15 @@ def disk_create(request: HttpRequest, slug: Slug, payload: DiskCreateIn) -> Stat
     project, _ = project_for(request, slug, Role.OPERATOR)
     image = None
     if payload.image is not None:
-        image = chosen(images_of(project), payload.image, "image", CHOOSE_IMAGE)
+        try:
+            image = chosen(images_of(project), payload.image, "image", CHOOSE_IMAGE)
+        except ValidationError as missing:  # reported with the other fields' mistakes
+            fields = payload.model_dump(exclude={"image"})
+            try:
+                storage.disk_check(project=project, **fields)
+            except ValidationError as error:
+                raise ValidationError(error.message_dict | missing.message_dict) from None
+            raise
     disk = storage.disk_create(
         project=project,
         actor=request_user(request),
