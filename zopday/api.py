@@ -3,7 +3,6 @@
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
-from ninja import NinjaAPI
 
 from instances.api import (
     container_images,
@@ -17,12 +16,14 @@ from instances.api import (
     projects,
 )
 from instances.api.auth import API_AUTH
+from instances.api.conditions import conditional
 from instances.api.errors import install_error_handlers, json_not_allowed, respond
+from instances.api.openapi import DocumentedAPI
 from instances.api.parameters import unknown_refused
 from instances.manifests import endpoints as manifest_endpoints
 from provisioning import api as provisioning_api
 
-api = NinjaAPI(
+api = DocumentedAPI(
     title="ZopDay console API",
     version="1",
     description=(
@@ -31,13 +32,16 @@ api = NinjaAPI(
         "`manage.py api_token create USERNAME NAME`.\n\n"
         'Every refusal has one body, `{"detail": ..., "errors": {field: [messages]}}`, '
         "with every mistake of the request at once: 400 for a query parameter the endpoint "
-        "does not take, 405 (with `Allow`) for a method the path does not take, 422 for fields."
+        "does not take, 405 (with `Allow`) for a method the path does not take, 412 for a "
+        "stale `If-Match`, 422 for fields. An object answered singly carries an `ETag`; send it "
+        "back in `If-Match` to change or delete the object only if nobody did meanwhile."
     ),
     urls_namespace="api-v1",
     auth=API_AUTH,
 )
 install_error_handlers(api)
-api.add_decorator(unknown_refused, mode="view")  # unknown query parameters
+api.add_decorator(conditional, mode="view")  # If-Match, ETag, If-None-Match
+api.add_decorator(unknown_refused, mode="view")  # checked first: unknown query parameters
 for module in (
     projects,
     images,

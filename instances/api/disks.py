@@ -137,6 +137,16 @@ def instance_snapshot(
     return Status(201, taken)
 
 
+@router.get(
+    "/projects/{slug}/disks/{disk_id}/snapshots/{snapshot_id}",
+    response={200: SnapshotOut, **ERRORS},
+)
+def disk_snapshot_get(
+    request: HttpRequest, slug: Slug, disk_id: Id, snapshot_id: Id
+) -> DiskSnapshot:
+    return _snapshot(request, slug, disk_id, snapshot_id, Role.VIEWER)
+
+
 @router.delete(
     "/projects/{slug}/disks/{disk_id}/snapshots/{snapshot_id}",
     response={202: SnapshotOut, **REFUSALS},
@@ -165,8 +175,10 @@ def disk_snapshot_revert(
     return Status(202, snapshot)
 
 
-def _snapshot(request: HttpRequest, slug: str, disk_id: int, snapshot_id: int) -> DiskSnapshot:
-    disk = object_for(Disk, request, slug, disk_id, Role.OPERATOR)
+def _snapshot(
+    request: HttpRequest, slug: str, disk_id: int, snapshot_id: int, required: Role = Role.OPERATOR
+) -> DiskSnapshot:
+    disk = object_for(Disk, request, slug, disk_id, required)
     snapshot = disk.snapshots.filter(pk=snapshot_id).first()
     if snapshot is None:
         raise Http404("Not found.")

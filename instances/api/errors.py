@@ -5,7 +5,7 @@ a body not JSON or nested too deep (`{"body": [...]}`). 401: no or a bad token o
 PermissionDenied (role, CSRF). 404: Http404 (missing or another project's). 409: ActionRefused.
 413: a body over DATA_UPLOAD_MAX_MEMORY_SIZE. 500: anything else (traceback with ZOPDAY_DEBUG).
 400: a query parameter the endpoint does not know (parameters.py). 405: a method the path does not
-take, with Allow.
+take, with Allow. 412: a stale If-Match (conditions.py).
 """
 
 import json

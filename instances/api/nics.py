@@ -20,8 +20,10 @@ router = Router(tags=["network interfaces"])
 NICS = "/projects/{slug}/instances/{instance_id}/nics"
 
 
-def _nic(request: HttpRequest, slug: str, instance_id: int, nic_id: int) -> NetworkInterface:
-    instance = object_for(Instance, request, slug, instance_id, Role.OPERATOR)
+def _nic(
+    request: HttpRequest, slug: str, instance_id: int, nic_id: int, required: Role = Role.OPERATOR
+) -> NetworkInterface:
+    instance = object_for(Instance, request, slug, instance_id, required)
     nic = instance.nics.filter(pk=nic_id).select_related("instance__project").first()
     if nic is None:
         raise Http404("Not found.")
@@ -52,6 +54,11 @@ def nic_add(request: HttpRequest, slug: Slug, instance_id: Id, payload: NicIn) -
         ipv4=payload.ipv4, ipv6=payload.ipv6, mac=payload.mac, model=payload.model,
     )  # fmt: skip
     return Status(201, nic)
+
+
+@router.get(NICS + "/{nic_id}", response={200: NicOut, **ERRORS})
+def nic_get(request: HttpRequest, slug: Slug, instance_id: Id, nic_id: Id) -> NetworkInterface:
+    return _nic(request, slug, instance_id, nic_id, Role.VIEWER)
 
 
 @router.delete(NICS + "/{nic_id}", response={204: None, **REFUSALS})

@@ -55,6 +55,12 @@ def test_a_subnet_not_found_is_reported_with_a_bad_mac(api_for, operator, instan
     }
 
 
+def test_a_viewer_reads_one_interface(api_for, viewer, instance):
+    nic = instance.nics.get()
+    response = api_for("viewer").get(f"{nics_url(instance)}/{nic.pk}")
+    assert (response.status_code, response.json()["name"]) == (200, "eth0")
+
+
 def test_a_viewer_cannot_add_an_interface(api_for, viewer, instance, subnet):
     response = api_for("viewer").post(nics_url(instance), {"subnet": subnet.pk})
     assert (response.status_code, response.json()["detail"]) == (
