@@ -1,6 +1,7 @@
 """Disks of a project: create, attach, detach, resize; snapshots of a disk or of all of an
 instance's disks at once: take, list, revert, delete."""
 
+from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest
 from ninja import Router
 from ninja.responses import Status
@@ -39,7 +40,15 @@ def disk_create(request: HttpRequest, slug: Slug, payload: DiskCreateIn) -> Stat
     project, _ = project_for(request, slug, Role.OPERATOR)
     image = None
     if payload.image is not None:
-        image = chosen(images_of(project), payload.image, "image", CHOOSE_IMAGE)
+        try:
+            image = chosen(images_of(project), payload.image, "image", CHOOSE_IMAGE)
+        except ValidationError as missing:  # reported with the other fields' mistakes
+            fields = payload.model_dump(exclude={"image"})
+            try:
+                storage.disk_check(project=project, **fields)
+            except ValidationError as error:
+                raise ValidationError(error.message_dict | missing.message_dict) from None
+            raise
     disk = storage.disk_create(
         project=project,
         actor=request_user(request),
@@ -128,6 +137,16 @@ def instance_snapshot(
     return Status(201, taken)
 
 
+@router.get(
+    "/projects/{slug}/disks/{disk_id}/snapshots/{snapshot_id}",
+    response={200: SnapshotOut, **ERRORS},
+)
+def disk_snapshot_get(
+    request: HttpRequest, slug: Slug, disk_id: Id, snapshot_id: Id
+) -> DiskSnapshot:
+    return _snapshot(request, slug, disk_id, snapshot_id, Role.VIEWER)
+
+
 @router.delete(
     "/projects/{slug}/disks/{disk_id}/snapshots/{snapshot_id}",
     response={202: SnapshotOut, **REFUSALS},
@@ -156,8 +175,10 @@ def disk_snapshot_revert(
     return Status(202, snapshot)
 
 
-def _snapshot(request: HttpRequest, slug: str, disk_id: int, snapshot_id: int) -> DiskSnapshot:
-    disk = object_for(Disk, request, slug, disk_id, Role.OPERATOR)
+def _snapshot(
+    request: HttpRequest, slug: str, disk_id: int, snapshot_id: int, required: Role = Role.OPERATOR
+) -> DiskSnapshot:
+    disk = object_for(Disk, request, slug, disk_id, required)
     snapshot = disk.snapshots.filter(pk=snapshot_id).first()
     if snapshot is None:
         raise Http404("Not found.")

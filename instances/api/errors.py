@@ -4,16 +4,22 @@
 a body not JSON or nested too deep (`{"body": [...]}`). 401: no or a bad token or session. 403:
 PermissionDenied (role, CSRF). 404: Http404 (missing or another project's). 409: ActionRefused.
 413: a body over DATA_UPLOAD_MAX_MEMORY_SIZE. 500: anything else (traceback with ZOPDAY_DEBUG).
+400: a query parameter the endpoint does not know (parameters.py). 405: a method the path does not
+take, with Allow. 412: a stale If-Match (conditions.py).
 """
 
 import json
 import logging
 import traceback
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, HttpResponseNotAllowed
+from django.urls import URLPattern
 from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as SchemaValidationError
@@ -30,7 +36,9 @@ class ErrorOut(Schema):
 
 
 # The statuses every endpoint may answer with, for the OpenAPI document.
-ERRORS: dict[int, type[Schema]] = {401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 422: ErrorOut}
+ERRORS: dict[int, type[Schema]] = {
+    400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 422: ErrorOut,
+}  # fmt: skip
 REFUSALS: dict[int, type[Schema]] = {**ERRORS, 409: ErrorOut}
 
 
@@ -45,7 +53,7 @@ def respond(
     return api.create_response(request, {"detail": detail, "errors": errors or {}}, status=status)
 
 
-def _summary(errors: dict[str, list[str]]) -> str:
+def summary(errors: dict[str, list[str]]) -> str:
     return "; ".join(
         message if field == NON_FIELD_ERRORS else f"{field}: {message}"
         for field, messages in errors.items()
@@ -61,25 +69,31 @@ def _field_path(loc: list | tuple) -> str:
     return "-".join(str(part) for part in rest) or str(source)
 
 
+def schema_errors(exc: SchemaValidationError) -> dict[str, list[str]]:
+    """A request off the schema, as messages by field path."""
+    errors: dict[str, list[str]] = {}
+    for error in exc.errors:
+        message = str(error["msg"])
+        if error.get("type") == "extra_forbidden":
+            message = "This field is unknown here: check its name in the API docs."
+        elif error.get("type") == "model_attributes_type":
+            message = "Send a JSON object of the fields."
+        errors.setdefault(_field_path(error.get("loc", ())), []).append(message)
+    return errors
+
+
 def install_error_handlers(api: NinjaAPI) -> None:
     @api.exception_handler(DjangoValidationError)
     def validation_error(request: HttpRequest, exc: DjangoValidationError) -> HttpResponse:
         errors = (
             exc.message_dict if hasattr(exc, "error_dict") else {NON_FIELD_ERRORS: exc.messages}
         )
-        return respond(api, request, 422, _summary(errors), errors)
+        return respond(api, request, 422, summary(errors), errors)
 
     @api.exception_handler(SchemaValidationError)
     def schema_error(request: HttpRequest, exc: SchemaValidationError) -> HttpResponse:
-        errors: dict[str, list[str]] = {}
-        for error in exc.errors:
-            message = str(error["msg"])
-            if error.get("type") == "extra_forbidden":
-                message = "This field is unknown here: check its name in the API docs."
-            elif error.get("type") == "model_attributes_type":
-                message = "Send a JSON object of the fields."
-            errors.setdefault(_field_path(error.get("loc", ())), []).append(message)
-        return respond(api, request, 422, _summary(errors), errors)
+        errors = schema_errors(exc)
+        return respond(api, request, 422, summary(errors), errors)
 
     @api.exception_handler(HttpError)
     def http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
@@ -135,3 +149,27 @@ def install_error_handlers(api: NinjaAPI) -> None:
         if settings.DEBUG:
             detail += "\n" + "".join(traceback.format_exception(exc))
         return respond(api, request, 500, detail)
+
+
+def json_not_allowed(api: NinjaAPI, patterns: list[Any]) -> list[Any]:
+    """The API's URL patterns, answering a method a path does not take (405) in the one error
+    body, with the Allow header ninja sets."""
+    for pattern in patterns:
+        if isinstance(pattern, URLPattern):
+            pattern.callback = _not_allowed_in_json(api, pattern.callback)
+    return patterns
+
+
+def _not_allowed_in_json(api: NinjaAPI, view: Callable[..., HttpResponseBase]) -> Callable:
+    @wraps(view)
+    def answer(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        response = view(request, *args, **kwargs)
+        if not isinstance(response, HttpResponseNotAllowed):
+            return response
+        allowed = ", ".join(sorted(method.strip() for method in response["Allow"].split(",")))
+        detail = f"{request.method} is not allowed on {request.path}: use {allowed}."
+        refused = respond(api, request, 405, detail)
+        refused["Allow"] = allowed
+        return refused
+
+    return answer

@@ -2,6 +2,7 @@
 project's own, remove one."""
 
 from django.http import HttpRequest
+from django.shortcuts import get_object_or_404
 from ninja import File, Form, Router, UploadedFile
 from ninja.responses import Status
 
@@ -21,6 +22,13 @@ def image_list(request: HttpRequest, slug: Slug) -> list[Image]:
     """The project's own images and the ones shared with every project."""
     project, _ = project_for(request, slug)
     return list(images_of(project))
+
+
+@router.get("/projects/{slug}/images/{image_id}", response={200: ImageOut, **ERRORS})
+def image_get(request: HttpRequest, slug: Slug, image_id: Id) -> Image:
+    """One of the project's own images or a shared one."""
+    project, _ = project_for(request, slug)
+    return get_object_or_404(images_of(project), pk=image_id)
 
 
 @router.post("/projects/{slug}/images", response={201: ImageOut, **ERRORS})

@@ -4,7 +4,6 @@ Power actions only claim the transition (the instance answers in its transitiona
 the work runs on the instance's host once the request has committed.
 """
 
-from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from ninja import Query, Router
@@ -30,8 +29,6 @@ from instances.models import Instance
 from instances.power_operations import POWER_OPERATIONS, PowerOperation
 from instances.services import power
 from instances.services.instances import (
-    INSTANCE_FIELDS,
-    instance_check,
     instance_create,
     instance_delete,
     instance_set_run_strategy,
@@ -68,15 +65,7 @@ def instance_add(request: HttpRequest, slug: Slug, payload: InstanceIn) -> Statu
     """Creates the instance with its disks and NICs, all or nothing; a run strategy of Always,
     RerunOnFailure or Once also starts it."""
     project, _ = project_for(request, slug, Role.OPERATOR)
-    try:
-        wanted = instance_request(project, payload)
-    except ValidationError as lookups:  # ids the project does not have; its own fields too
-        fields = payload.model_dump(include=set(INSTANCE_FIELDS))
-        try:
-            instance_check(project=project, fields=fields)
-        except ValidationError as error:
-            raise ValidationError(error.message_dict | lookups.message_dict) from None
-        raise
+    wanted = instance_request(project, payload)  # ids the project lacks: with every mistake
     instance = instance_create(project=project, actor=request_user(request), request=wanted)
     return Status(201, _instances().get(pk=instance.pk))
 

@@ -62,6 +62,11 @@ def elastic_ip_list(request: HttpRequest, slug: Slug) -> list[ElasticIP]:
     return list(project.elastic_ips.all())
 
 
+@router.get("/projects/{slug}/elastic-ips/{eip_id}", response={200: ElasticIPOut, **ERRORS})
+def elastic_ip_get(request: HttpRequest, slug: Slug, eip_id: Id) -> ElasticIP:
+    return object_for(ElasticIP, request, slug, eip_id)
+
+
 @router.post("/projects/{slug}/elastic-ips", response={201: ElasticIPOut, **REFUSALS})
 def elastic_ip_allocate(request: HttpRequest, slug: Slug) -> Status:
     """Take the next free public address from the pool (409 when it is exhausted)."""

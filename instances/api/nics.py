@@ -1,5 +1,6 @@
 """An instance's network interfaces."""
 
+from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest
 from ninja import Router
 from ninja.responses import Status
@@ -9,17 +10,20 @@ from instances.api.errors import ERRORS, REFUSALS
 from instances.api.lookups import object_for
 from instances.api.schemas import Id, NicIn, NicLinkIn, NicOut, Slug
 from instances.choices import Role
-from instances.models import Instance, NetworkInterface
+from instances.models import Instance, NetworkInterface, Subnet
 from instances.selectors import chosen
 from instances.services import network
+from instances.services.network import CHOOSE_SUBNET
 
 router = Router(tags=["network interfaces"])
 
 NICS = "/projects/{slug}/instances/{instance_id}/nics"
 
 
-def _nic(request: HttpRequest, slug: str, instance_id: int, nic_id: int) -> NetworkInterface:
-    instance = object_for(Instance, request, slug, instance_id, Role.OPERATOR)
+def _nic(
+    request: HttpRequest, slug: str, instance_id: int, nic_id: int, required: Role = Role.OPERATOR
+) -> NetworkInterface:
+    instance = object_for(Instance, request, slug, instance_id, required)
     nic = instance.nics.filter(pk=nic_id).select_related("instance__project").first()
     if nic is None:
         raise Http404("Not found.")
@@ -36,14 +40,25 @@ def nic_list(request: HttpRequest, slug: Slug, instance_id: Id) -> list[NetworkI
 def nic_add(request: HttpRequest, slug: Slug, instance_id: Id, payload: NicIn) -> Status:
     """The next free ethN; it appears in the guest at the next start."""
     instance = object_for(Instance, request, slug, instance_id, Role.OPERATOR)
-    subnet = chosen(
-        instance.project.subnets.all(), payload.subnet, "subnet", "Choose a subnet of this project."
-    )
+    options = payload.model_dump(exclude={"subnet"})
+    try:
+        subnet = chosen(instance.project.subnets.all(), payload.subnet, "subnet", CHOOSE_SUBNET)
+    except ValidationError as missing:  # reported with the other fields' mistakes
+        try:
+            network.check_nic(instance=instance, subnet=Subnet(), **options)
+        except ValidationError as error:
+            raise ValidationError(error.message_dict | missing.message_dict) from None
+        raise
     nic = network.nic_add(
         instance=instance, actor=request_user(request), subnet=subnet,
         ipv4=payload.ipv4, ipv6=payload.ipv6, mac=payload.mac, model=payload.model,
     )  # fmt: skip
     return Status(201, nic)
+
+
+@router.get(NICS + "/{nic_id}", response={200: NicOut, **ERRORS})
+def nic_get(request: HttpRequest, slug: Slug, instance_id: Id, nic_id: Id) -> NetworkInterface:
+    return _nic(request, slug, instance_id, nic_id, Role.VIEWER)
 
 
 @router.delete(NICS + "/{nic_id}", response={204: None, **REFUSALS})

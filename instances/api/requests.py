@@ -1,7 +1,7 @@
 """The services' requests built from API bodies (and from manifests, which use the same shapes).
 
 Ids in a body become the project's objects; an id that names nothing the project may use is an
-error on its field, worded like the services' own. Every such error is reported at once.
+error on its field, worded like the services' own, reported with every other mistake at once.
 """
 
 from typing import Any, TypeVar
@@ -12,13 +12,18 @@ from django.db.models import QuerySet
 
 from instances.api.lookups import CHOOSE_IMAGE, images_of
 from instances.api.schemas import InstanceIn
-from instances.models import Project
+from instances.models import Project, Subnet
 from instances.selectors import chosen
-from instances.services.instances import DiskRequest, InstanceRequest, NicRequest
+from instances.services.instances import (
+    DiskRequest,
+    InstanceRequest,
+    NicRequest,
+    instance_request_check,
+)
+from instances.services.network import CHOOSE_SUBNET
 
 M = TypeVar("M", bound=models.Model)
 
-CHOOSE_SUBNET = "Choose a subnet of this project."
 CHOOSE_KEYS = "Choose SSH keys of this project."
 
 
@@ -57,8 +62,9 @@ def instance_request(project: Project, payload: InstanceIn) -> InstanceRequest:
         for number, disk in enumerate(payload.disks)
     ]
     nics = [
-        NicRequest(
-            subnet=pick(project.subnets.all(), nic.subnet, f"nics-{index}-subnet", CHOOSE_SUBNET),
+        NicRequest(  # a subnet not found: an unsaved one, of no project, refused as such
+            subnet=pick(project.subnets.all(), nic.subnet, f"nics-{index}-subnet", CHOOSE_SUBNET)
+            or Subnet(),
             ipv4=nic.ipv4,
             ipv6=nic.ipv6,
             mac=nic.mac,
@@ -66,7 +72,15 @@ def instance_request(project: Project, payload: InstanceIn) -> InstanceRequest:
         )
         for index, nic in enumerate(payload.nics)
     ]
-    if errors:
-        raise ValidationError(errors)
     fields = payload.model_dump(exclude={"root_image", "ssh_keys", "disks", "nics"})
-    return InstanceRequest(**fields, root_image=root_image, ssh_keys=keys, disks=disks, nics=nics)
+    request = InstanceRequest(
+        **fields, root_image=root_image, ssh_keys=keys, disks=disks, nics=nics
+    )
+    found = {key: [message] for key, message in errors.items()}
+    if found:  # the rest of the request checked too, each part alone
+        try:
+            instance_request_check(project=project, request=request)
+        except ValidationError as others:
+            raise ValidationError(others.message_dict | found) from None
+        raise ValidationError(found)
+    return request

@@ -43,7 +43,7 @@ class DiskRequest:
 
 @dataclass
 class NicRequest:
-    subnet: Subnet
+    subnet: Subnet  # one not of the project (unsaved: named but not found) is refused
     ipv4: str = ""
     ipv6: str = ""
     mac: str = ""
@@ -95,6 +95,22 @@ def instance_check(*, project: Project, fields: dict[str, object]) -> None:
         instance.full_clean(exclude=["initial_password"])
     except ValidationError as error:
         errors |= error.message_dict
+    if errors:
+        raise ValidationError(errors)
+
+
+def instance_request_check(*, project: Project, request: InstanceRequest) -> None:
+    """The mistakes of a request that cannot be created as it is (an id in it names nothing,
+    reported by the caller): its own fields and each disk and NIC alone, all at once."""
+    placed, errors = _placed(request.cluster)
+    instance = Instance(
+        project=project, **placed, **{name: getattr(request, name) for name in INSTANCE_FIELDS}
+    )
+    try:
+        instance.full_clean(exclude=["initial_password"])
+    except ValidationError as error:
+        errors |= error.message_dict
+    errors = _parts_errors(instance, request) | errors
     if errors:
         raise ValidationError(errors)
 
@@ -234,19 +250,18 @@ ROOT_DISK_FIELDS = {"size_gb": "root_size_gb", "image": "root_image", "bus": "ro
 
 
 def _parts_errors(instance: Instance, request: InstanceRequest) -> dict[str, list[str]]:
-    """What the disks and NICs would say of themselves, for an instance whose own fields are
-    wrong (so not saved): each checked alone, without the checks that need the others. A wrong
-    zone is the instance's to report: its disks take it, and its NICs' subnets are not compared
-    with it."""
+    """What the disks and NICs would say of themselves, for an instance not saved: each checked
+    alone, without the checks that need the others. A wrong zone is the instance's to report:
+    its disks take it, and its NICs' subnets are not compared with it."""
     errors: dict[str, list[str]] = {}
     for prefix, disk in _disk_requests(request):
         with _collected(errors, prefix):
             _disk(instance, disk).full_clean(exclude=["instance"])
-    for index, nic in enumerate(request.nics if instance.zone in all_zones() else []):
+    for index, nic in enumerate(request.nics):
         with _collected(errors, f"nics-{index}"):
             check_nic(
                 instance=instance, subnet=nic.subnet, ipv4=nic.ipv4, ipv6=nic.ipv6,
-                mac=nic.mac, model=nic.model,
+                mac=nic.mac, model=nic.model, compare_zone=instance.zone in all_zones(),
             )  # fmt: skip
     errors.update(_whole_request_errors(request))
     return {key: messages for key, messages in errors.items() if not key.endswith("zone")}

@@ -60,6 +60,9 @@ def subnet_delete(*, subnet: Subnet, actor: AbstractBaseUser) -> None:
     subnet.delete()
 
 
+CHOOSE_SUBNET = "Choose a subnet of this project."
+
+
 def random_mac() -> str:
     """A locally administered unicast address in QEMU's 52:54:00 range, unused so far."""
     while True:
@@ -76,31 +79,38 @@ def check_nic(
     ipv6: str = "",
     mac: str = "",
     model: str = NicModel.VIRTIO,
+    compare_zone: bool = True,
 ) -> tuple[str, dict[str, str | None]]:
-    """What build_nic checks before it saves, for an instance saved or not yet: the subnet (the
-    instance's project and zone), the model, the MAC (colon notation, unused) and the static
-    addresses (inside the subnet, free). Returns the MAC as stored ("" for automatic) and the
-    static addresses by field; raises ValidationError keyed by field."""
+    """What build_nic checks before it saves (subnet, model, MAC, static addresses), every mistake
+    at once by field; returns the MAC as stored and the static addresses. compare_zone False: the
+    instance's zone is wrong, and reported as such."""
+    errors: dict[str, list[str]] = {}
     if subnet.project_id != instance.project_id:
-        raise ValidationError({"subnet": "Choose a subnet of this project."})
-    if subnet.zone != instance.zone:
+        errors["subnet"] = [CHOOSE_SUBNET]
+    elif compare_zone and subnet.zone != instance.zone:
         where = f"Subnet {subnet.name} is in {subnet.zone}; the instance is in {instance.zone}."
-        raise ValidationError({"subnet": where})
+        errors["subnet"] = [where]
     if model not in NicModel.values:
-        raise ValidationError({"model": "Choose virtio or e1000."})
+        errors["model"] = ["Choose virtio or e1000."]
     mac = mac.strip()
     if mac:
         try:
             validate_mac(mac)
         except ValidationError as error:
-            raise ValidationError({"mac": error.messages}) from None
-        mac = mac.lower()
-        if NetworkInterface.objects.filter(mac=mac).exists():
-            raise ValidationError({"mac": f"{mac} is already used by another interface."})
+            errors["mac"] = error.messages
+        else:
+            mac = mac.lower()
+            if NetworkInterface.objects.filter(mac=mac).exists():
+                errors["mac"] = [f"{mac} is already used by another interface."]
     addresses: dict[str, str | None] = {"ipv4": None, "ipv6": None}
     for field, version, value in (("ipv4", 4, ipv4.strip()), ("ipv6", 6, ipv6.strip())):
-        if value:
-            addresses[field] = ipam.check_static_address(subnet, value, field, version)
+        if value and subnet.project_id == instance.project_id:
+            try:
+                addresses[field] = ipam.check_static_address(subnet, value, field, version)
+            except ValidationError as error:
+                errors |= error.message_dict
+    if errors:
+        raise ValidationError(errors)
     return mac, addresses
 
 

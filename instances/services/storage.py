@@ -39,6 +39,16 @@ def disk_create(
     return disk
 
 
+def disk_check(
+    *, project: Project, name: str, zone: str, size_gb: int, bus: str, role: str
+) -> None:
+    """What disk_create would say of these fields, for a request with another mistake too (an
+    image it names is not found), so that all of them are reported at once."""
+    Disk(project=project, zone=zone, name=name, size_gb=size_gb, bus=bus, role=role).full_clean(
+        exclude=["image"]
+    )
+
+
 def disk_add(
     *,
     instance: Instance,

@@ -38,6 +38,15 @@ def test_a_disk_from_another_projects_image_is_refused(api_for, operator, other_
     }
 
 
+def test_an_image_not_found_is_reported_with_the_other_fields(api_for, operator):
+    body = {"name": "d", "zone": "mars-1", "size_gb": 0, "image": 9999}
+    assert errors_of(api_for("operator").post("/projects/alpha/disks", body)) == {
+        "image": ["Choose an image of this project or a shared one."],
+        "zone": ["Choose one of the zones: local-1a, local-1b."],
+        "size_gb": ["Disk size must be between 1 and 16384 GB."],
+    }
+
+
 def test_a_viewer_cannot_create_a_disk(api_for, viewer):
     body = {"name": "d", "zone": "local-1a", "size_gb": 5}
     response = api_for("viewer").post("/projects/alpha/disks", body)

@@ -87,3 +87,43 @@ def test_a_slug_that_cannot_be_a_project_is_a_schema_error(api_for, operator):
     response = api_for("operator").get("/projects/al%20pha")
     assert response.status_code == 422
     assert response.json()["errors"] == {"slug": ["String should match pattern '^[-a-zA-Z0-9_]+$'"]}
+
+
+def test_an_unknown_query_parameter_is_refused_naming_what_is_accepted(api_for, operator):
+    response = api_for("operator").get("/projects/alpha/instances", {"limit": 1})
+    assert response.status_code == 400
+    assert response.json()["errors"] == {
+        "limit": [
+            "This query parameter is unknown here: the accepted ones are page, page_size, "
+            "search, state, subnet, zone."
+        ]
+    }
+
+
+def test_a_query_parameter_on_an_endpoint_that_takes_none_is_refused(api_for, operator):
+    response = api_for("operator").get("/projects/alpha/subnets", {"page": 2})
+    assert response.status_code == 400
+    assert response.json()["errors"] == {
+        "page": ["This query parameter is unknown here: this endpoint takes none."]
+    }
+
+
+def test_an_unknown_query_parameter_is_reported_with_the_other_mistakes(api_for, operator):
+    response = api_for("operator").get("/projects/alpha/instances", {"limit": 1, "page": 0})
+    assert response.status_code == 400
+    assert set(response.json()["errors"]) == {"limit", "page"}
+
+
+def test_an_unknown_query_parameter_from_an_anonymous_caller_is_401_first(anonymous):
+    assert anonymous.get("/projects/alpha/instances", {"limit": 1}).status_code == 401
+
+
+def test_a_method_a_path_does_not_take_is_a_json_405_with_allow(api_for, operator):
+    api = api_for("operator")
+    response = api.client.put("/api/v1/projects/alpha/instances", headers=api.headers)
+    assert response.status_code == 405
+    assert response.headers["Allow"] == "GET, POST"
+    assert response.json() == {
+        "detail": "PUT is not allowed on /api/v1/projects/alpha/instances: use GET, POST.",
+        "errors": {},
+    }

@@ -81,6 +81,7 @@ def test_every_mistake_of_a_create_is_reported_at_once(api_for, operator, body, 
         "nics-1-mac": [
             "Use colon notation for MAC addresses: 52:54:00:12:34:56, not 52-54-00-12-34-56."
         ],
+        "nics-1-ipv4": ["10.30.0.5 is outside subnet backend (10.20.0.0/24)."],
     }
     assert not Instance.objects.exists() and not Disk.objects.exists()
 
@@ -104,6 +105,42 @@ def test_with_valid_instance_fields_every_disk_and_nic_mistake_is_reported(
         "nics-1-ipv4": ["10.20.0.1 is the network, broadcast or gateway address of backend."],
     }
     assert not Instance.objects.exists() and not Disk.objects.exists()
+
+
+def test_a_subnet_not_found_does_not_hide_a_bad_mac_or_disk_size(api_for, operator, body, subnet):
+    body["disks"] = [{"size_gb": 0}]
+    body["nics"] = [{"subnet": subnet.pk}, {"subnet": 9999, "mac": "52-54-00-12-34-56"}]
+    errors = errors_of(api_for("operator").post("/projects/alpha/instances", body))
+    assert errors == {
+        "disks-0-size_gb": ["Disk size must be between 1 and 16384 GB."],
+        "nics-1-subnet": ["Choose a subnet of this project."],
+        "nics-1-mac": [
+            "Use colon notation for MAC addresses: 52:54:00:12:34:56, not 52-54-00-12-34-56."
+        ],
+    }
+    assert not Instance.objects.exists() and not Disk.objects.exists()
+
+
+def test_an_invalid_zone_does_not_hide_a_bad_mac(api_for, operator, body, subnet):
+    body["zone"] = "mars-1"
+    body["nics"] = [{"subnet": subnet.pk, "mac": "52-54-00-12-34-56", "ipv4": "10.20.0.300"}]
+    errors = errors_of(api_for("operator").post("/projects/alpha/instances", body))
+    assert errors == {
+        "zone": ["Choose one of the zones: local-1a, local-1b."],
+        "nics-0-mac": [
+            "Use colon notation for MAC addresses: 52:54:00:12:34:56, not 52-54-00-12-34-56."
+        ],
+        "nics-0-ipv4": ["10.20.0.300 is not an IPv4 address."],
+    }
+
+
+def test_an_image_not_found_is_reported_with_the_instance_fields(api_for, operator, body):
+    body.update(root_image=9999, vcpus=3)
+    errors = errors_of(api_for("operator").post("/projects/alpha/instances", body))
+    assert errors == {
+        "root_image": ["Choose an image of this project or a shared one."],
+        "vcpus": ["Choose a vCPU count of 1, 2, 4, 8, 16 or 32."],
+    }
 
 
 def test_without_a_root_image_the_instance_installs_from_its_cdrom(api_for, operator, body):

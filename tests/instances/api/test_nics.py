@@ -46,6 +46,21 @@ def test_a_subnet_of_another_project_is_a_field_error(api_for, operator, instanc
     assert errors == {"subnet": ["Choose a subnet of this project."]}
 
 
+def test_a_subnet_not_found_is_reported_with_a_bad_mac(api_for, operator, instance):
+    body = {"subnet": 9999, "mac": "52-54-00-12-34-56"}
+    errors = errors_of(api_for("operator").post(nics_url(instance), body))
+    assert errors == {
+        "subnet": ["Choose a subnet of this project."],
+        "mac": ["Use colon notation for MAC addresses: 52:54:00:12:34:56, not 52-54-00-12-34-56."],
+    }
+
+
+def test_a_viewer_reads_one_interface(api_for, viewer, instance):
+    nic = instance.nics.get()
+    response = api_for("viewer").get(f"{nics_url(instance)}/{nic.pk}")
+    assert (response.status_code, response.json()["name"]) == (200, "eth0")
+
+
 def test_a_viewer_cannot_add_an_interface(api_for, viewer, instance, subnet):
     response = api_for("viewer").post(nics_url(instance), {"subnet": subnet.pk})
     assert (response.status_code, response.json()["detail"]) == (

@@ -101,7 +101,10 @@ def test_values_the_services_refuse_get_their_messages_too(refused, api, subnet,
             "{subnet: backend}", "{subnet: backend, mac: 52-54-00-12-34-56}"
         )
     )
-    assert refusal.problems == [f"{WHERE}: zone: Choose one of the zones: local-1a, local-1b."]
+    assert refusal.problems == [  # a wrong zone hides no other mistake
+        f"{WHERE}: nics-0-mac: Use colon notation for MAC addresses: 52:54:00:12:34:56, not 52-54-00-12-34-56.",
+        f"{WHERE}: zone: Choose one of the zones: local-1a, local-1b.",
+    ]
     body = api_body(subnet, image, zone="mars-1")
     assert api.post("/projects/alpha/instances", body).json()["errors"] == {
         "zone": ["Choose one of the zones: local-1a, local-1b."]
