@@ -15,6 +15,7 @@ from instances.choices import (
 )
 from instances.create_fields import form_fields_of, zone_choices
 from instances.models import Image, Instance, Project, SSHKey, Subnet
+from instances.models.disks import DISK_SOURCE_KINDS
 from instances.services import ipam
 
 
@@ -51,9 +52,12 @@ class InstanceForm(forms.Form):
 
     def __init__(self, *args: object, project: Project, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        images = images_for(project, ImageKind.KERNEL, ImageKind.QCOW2)
+        images = images_for(project, *DISK_SOURCE_KINDS)
         self.fields["root_image"].queryset = images  # type: ignore[attr-defined]
-        self.fields["root_image"].initial = images.first()  # blank only when chosen
+        # a file image first; blank only when chosen
+        self.fields["root_image"].initial = (
+            images.exclude(kind=ImageKind.CONTAINER).first() or images.first()
+        )
         self.fields["cdrom_image"].queryset = images_for(project, ImageKind.ISO)  # type: ignore[attr-defined]
         containers = images_for(project, ImageKind.CONTAINER)
         self.fields["container_image"].queryset = containers  # type: ignore[attr-defined]

@@ -32,7 +32,7 @@ def disk_spec(disk: Disk) -> DiskSpec:
     if image is not None and image.kind in (ImageKind.QCOW2, ImageKind.ISO):
         source = image.file
     pull_login = ""
-    if image is not None and disk.role == DiskRole.CONTAINER:
+    if image is not None and image.kind == ImageKind.CONTAINER:  # a container or copied disk
         source, reference = container_source(image.reference, disk.digest)
         pull_login = docker_config(disk.project, image.reference)
     return DiskSpec(

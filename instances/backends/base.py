@@ -37,7 +37,7 @@ class DiskSpec:
     source: Path | None = None  # qcow2 backing image, or the ISO of a CD-ROM
     boot_order: int | None = None
     serial: str = ""
-    reference: str = ""  # a container disk's OCI image reference
+    reference: str = ""  # OCI reference of a container disk or of a disk copied from its image
     # a container disk's registry login, as a .dockerconfigjson (for a cluster's pull secret)
     pull_login: str = field(default="", repr=False)
 

@@ -14,7 +14,7 @@ import yaml
 from instances.backends.base import BackendError, DiskSpec
 from instances.backends.kubevirt import manifests
 from instances.backends.kubevirt.manifests import MACHINE_LABEL, Placement
-from instances.choices import DiskBus, DiskRole, ImageKind
+from instances.choices import DiskBus, ImageKind
 from instances.errors import ActionRefused
 from instances.models import Disk, Instance
 from instances.redaction import user_data_redacted
@@ -78,8 +78,10 @@ def instance_manifest(instance: Instance, *, redact: bool) -> str:
 
 
 def _disk_spec(spec: DiskSpec, disk: Disk) -> DiskSpec:
-    """Named as the console names the disk; a container disk with its image's reference."""
-    reference = disk.image.reference if disk.image and disk.role == DiskRole.CONTAINER else ""
+    """Named as the console names the disk; a disk from a container image with the image's
+    reference (as registered, not pinned), which apply finds the image by."""
+    image = disk.image
+    reference = image.reference if image and image.kind == ImageKind.CONTAINER else ""
     return replace(spec, name=disk.name, reference=reference or spec.reference)
 
 

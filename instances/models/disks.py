@@ -8,6 +8,10 @@ from instances.containerdisks.reference import parse_reference
 from instances.models.clusters import all_zones, zones_message
 from instances.models.naming import NamedInProject
 
+# what a root or secondary disk may be made from: a qcow2 file, the demo kernel image, or a
+# container image's disk, pulled from its registry and copied (persistent, unlike a container disk)
+DISK_SOURCE_KINDS = (ImageKind.QCOW2, ImageKind.KERNEL, ImageKind.CONTAINER)
+
 
 class Disk(NamedInProject, models.Model):
     """Persistent storage or removable media of a project, in one zone; attached to at most one
@@ -85,8 +89,12 @@ class Disk(NamedInProject, models.Model):
         if self.role == DiskRole.CDROM and self.bus == DiskBus.VIRTIO:
             errors["bus"] = "A CD-ROM drive is on SATA: choose auto or sata."
         if self.role in (DiskRole.ROOT, DiskRole.SECONDARY) and self.image:
-            if self.image.kind not in (ImageKind.QCOW2, ImageKind.KERNEL):
-                errors["image"] = f"{self.image.name} cannot back a disk; choose a qcow2 image."
+            if self.image.kind not in DISK_SOURCE_KINDS:
+                errors["image"] = (
+                    f"{self.image.name} cannot back a disk; choose a qcow2 or container image."
+                )
+            elif self.image.kind == ImageKind.CONTAINER and (problem := _reference_problem(self)):
+                errors["image"] = problem
             elif self.size_gb < self.image.min_disk_gb:
                 errors["size_gb"] = (
                     f"{self.image.name} needs a disk of at least {self.image.min_disk_gb} GB."
@@ -103,14 +111,22 @@ class Disk(NamedInProject, models.Model):
             raise ValidationError(errors)
 
 
+def _reference_problem(disk: Disk) -> str:
+    """What is wrong with the OCI reference of the disk's container image ("" when nothing)."""
+    assert disk.image is not None
+    try:
+        parse_reference(disk.image.reference)
+    except ContainerDiskError as error:
+        return f"{disk.image.name}: {error.message}"
+    return ""
+
+
 def container_disk_errors(disk: Disk) -> dict[str, str]:
     """A container disk holds an OCI image with a valid reference; it has no size of its own."""
     if disk.image is None or disk.image.kind != ImageKind.CONTAINER:
         return {"image": "A container disk holds a container image (an OCI reference)."}
-    try:
-        parse_reference(disk.image.reference)
-    except ContainerDiskError as error:
-        return {"image": f"{disk.image.name}: {error.message}"}
+    if problem := _reference_problem(disk):
+        return {"image": problem}
     if disk.bus == DiskBus.SATA:
         return {"bus": "A container disk is on virtio: choose auto or virtio."}
     disk.size_gb = max(disk.size_gb, 1)  # the image's own size counts; this is a floor

@@ -11,7 +11,7 @@ from django.db.models import Q
 from instances import actions
 from instances.access import project_role
 from instances.backends.base import BackendError
-from instances.choices import DiskRole, ImageKind, OsType
+from instances.choices import ImageKind, OsType
 from instances.containerdisks import cache
 from instances.containerdisks.errors import ContainerDiskError
 from instances.containerdisks.reference import REGISTRY, Reference, parse_reference
@@ -35,7 +35,7 @@ def registry_access(project: Project, reference: Reference) -> Access:
 def container_disks_ready(instance: Instance, *, pull: bool) -> None:
     """Each container disk of the instance resolved to the digest it runs (pinned at its first
     pull), and with `pull` in the shared cache. Raises BackendError naming the disk."""
-    disks = instance.disks.filter(role=DiskRole.CONTAINER).select_related("image")
+    disks = instance.disks.filter(image__kind=ImageKind.CONTAINER).select_related("image")
     for disk in disks:
         digest = container_disk_digest(disk, pull=pull)
         if digest != disk.digest:

@@ -16,6 +16,7 @@ from instances.services import power
 from instances.services.container_disks import registry_credential_set
 from instances.services.instances import DiskRequest
 from tests.factories import ImageFactory
+from tests.fakes.kubevirt.store import BY_KIND
 from tests.instances.platforms import Platform
 from tests.instances.test_machines_integration import run_in, wait_for_prompt, wait_for_state
 from tests.instances.test_storage_integration import block_devices, started
@@ -24,6 +25,7 @@ from tests.oci_registry import PASSWORD, USER, oci_layout
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 MARK, SECTOR = "ZOPDAY-WROTE-THIS", 20000  # past the boot files' clusters in the FAT image
+PAST_THE_IMAGE = 2_000_000  # near the end of a 1 GiB disk grown from the small boot image
 
 
 @pytest.fixture
@@ -47,8 +49,8 @@ def container_device(platform: Platform, vm: Instance) -> str:
     return next(f"/dev/{n}" for n, (s, _) in block_devices(platform, vm).items() if s == serial)
 
 
-def read_mark(platform: Platform, vm: Instance, device: str) -> str:
-    script = f"dd if={device} bs=512 skip={SECTOR} count=1 2>/dev/null | head -c {len(MARK)}"
+def read_mark(platform: Platform, vm: Instance, device: str, sector: int = SECTOR) -> str:
+    script = f"dd if={device} bs=512 skip={sector} count=1 2>/dev/null | head -c {len(MARK)}"
     return run_in(platform, vm, script)
 
 
@@ -158,6 +160,52 @@ def test_a_private_registry_is_pulled_from_with_the_projects_login(
         from_registry(platform, operator, lan, reference, "priv-vm", "10.88.0.90"),
     )
     assert Disk.objects.get(instance=vm, role=DiskRole.CONTAINER).digest == digest
+    power.instance_force_stop(instance=vm, actor=operator)
+    wait_for_state(vm, PowerState.STOPPED, timeout=60)
+    shutil.rmtree(cached_file(digest).parent, ignore_errors=True)  # the session's images go
+
+
+def test_a_root_disk_copied_from_a_private_registry_image_boots_and_keeps_its_writes(
+    platform, project, owner, operator, lan, oci_auth_registry, demo_boot_disk, tmp_path, request
+):
+    """A registry's image as a persistent disk: on this console's hosts a disk over the pulled
+    copy, on KubeVirt a DataVolume imported from the registry with the project's login."""
+    layout = oci_layout(tmp_path / "layout", {"disk/demo.qcow2": demo_boot_disk})
+    digest = oci_auth_registry.push(layout, "private/root:1")
+    registry_credential_set(
+        project=project, actor=owner, registry=oci_auth_registry.address, username=USER,
+        password=PASSWORD,
+    )  # fmt: skip
+    image = ImageFactory(
+        kind=ImageKind.CONTAINER, name="root-image", path="",
+        reference=f"{oci_auth_registry.address}/private/root:1",
+    )  # fmt: skip
+    vm = started(platform, operator, platform.make(operator, image, lan, "copy-vm", "10.88.0.95"))
+    root = Disk.objects.get(instance=vm, role=DiskRole.ROOT)
+    assert root.digest == digest
+    device = next(
+        f"/dev/{name}" for name, (serial, _) in block_devices(platform, vm).items()
+        if serial == root.name[:20]
+    )  # fmt: skip
+    run_in(
+        platform,
+        vm,
+        f"printf {MARK} | dd of={device} bs=512 seek={PAST_THE_IMAGE} conv=notrunc,fsync",
+    )
+    power.instance_force_stop(instance=vm, actor=operator)
+    wait_for_state(vm, PowerState.STOPPED, timeout=60)
+    started(platform, operator, vm, boots=2)
+    assert read_mark(platform, vm, device, PAST_THE_IMAGE) == MARK  # unlike a container disk
+    if platform.name == "kubevirt":  # CDI imported it from the registry, by digest
+        store = request.getfixturevalue("kube_api").store
+        volumes = [body for (kind, _, _), body in store.objects.items()
+                   if kind.kind == "DataVolume" and "registry" in body["spec"]["source"]]  # fmt: skip
+        assert len(volumes) == 1
+        registry = volumes[0]["spec"]["source"]["registry"]
+        assert registry["url"] == f"docker://{oci_auth_registry.address}/private/root@{digest}"
+        secret = store.get(BY_KIND["Secret"], volumes[0]["metadata"]["namespace"],
+                           registry["secretRef"])  # fmt: skip
+        assert secret["stringData"] == {"accessKeyId": USER, "secretKey": PASSWORD}
     power.instance_force_stop(instance=vm, actor=operator)
     wait_for_state(vm, PowerState.STOPPED, timeout=60)
     shutil.rmtree(cached_file(digest).parent, ignore_errors=True)  # the session's images go

@@ -293,7 +293,7 @@ def test_a_blank_root_disk_installs_from_the_cdrom_which_boots_after_it(project,
 def test_an_iso_cannot_back_the_root_disk(project, operator, subnet):
     iso = ImageFactory(kind=ImageKind.ISO, name="rescue")
     errors = errors_of(project, operator, instance_request(subnet, image=iso))
-    assert errors["root_image"] == ["rescue cannot back a disk; choose a qcow2 image."]
+    assert errors["root_image"] == ["rescue cannot back a disk; choose a qcow2 or container image."]
 
 
 def test_a_container_disk_needs_a_container_image_with_a_valid_reference(project, operator, subnet):

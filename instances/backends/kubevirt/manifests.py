@@ -4,6 +4,7 @@ subnets through Multus NetworkAttachmentDefinitions, and whose NoCloud seed is a
 
 Nothing is dropped: a field KubeVirt has no place for is a BackendError naming it."""
 
+import base64
 import hashlib
 import json
 from collections.abc import Callable
@@ -32,8 +33,14 @@ class Placement:
     kernel_image: str = ""  # an OCI image holding /boot/vmlinuz and /boot/initrd.img
 
 
-def _disk_source(disk: DiskSpec, image_url: Callable[[DiskSpec], str]) -> Body:
-    """A DataVolume source: the image's URL (http) or registry reference, or a blank disk."""
+def _disk_source(spec: MachineSpec, disk: DiskSpec, image_url: Callable[[DiskSpec], str]) -> Body:
+    """A DataVolume source: a container image's disk from its registry (by digest, with the
+    project's login), the image's URL (http), or a blank disk."""
+    if disk.reference:
+        registry: Body = {"url": f"docker://{disk.reference}"}
+        if disk.pull_login:
+            registry["secretRef"] = registry_secret_name(spec.id, disk)
+        return {"registry": registry}
     url = image_url(disk) if disk.source is not None else ""
     if disk.source is not None and not url:
         raise BackendError(
@@ -94,7 +101,7 @@ def _volumes(
         templates.append({
             "metadata": {"name": name, "labels": labels},
             "spec": {
-                "source": _disk_source(disk, image_url),
+                "source": _disk_source(spec, disk, image_url),
                 "storage": {"resources": {"requests": {"storage": size}}},
             },
         })  # fmt: skip
@@ -189,14 +196,35 @@ def pull_secret_name(machine_id: str, disk: DiskSpec) -> str:
     return f"{machine_id}-{disk.name}-pull"
 
 
+def registry_secret_name(machine_id: str, disk: DiskSpec) -> str:
+    return f"{machine_id}-{disk.name}-registry"
+
+
 def pull_secrets(spec: MachineSpec, namespace: str) -> list[Body]:
-    """The registry logins of its container disks, as the pull Secrets KubeVirt's are named."""
-    return [{
-        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
-        "metadata": {"name": pull_secret_name(spec.id, disk), "namespace": namespace,
-                     "labels": dict(MANAGED_BY)},
-        "stringData": {".dockerconfigjson": disk.pull_login},
-    } for disk in spec.disks if disk.role == "container" and disk.pull_login]  # fmt: skip
+    """The registry logins of its disks from container images: a container disk's as the pull
+    Secret KubeVirt's names, a copied disk's as CDI's registry Secret (accessKeyId, secretKey)."""
+    secrets = []
+    for disk in spec.disks:
+        if not disk.pull_login:
+            continue
+        meta = {"namespace": namespace, "labels": dict(MANAGED_BY)}
+        if disk.role == "container":
+            secrets.append({
+                "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+                "metadata": {"name": pull_secret_name(spec.id, disk), **meta},
+                "stringData": {".dockerconfigjson": disk.pull_login},
+            })  # fmt: skip
+            continue
+        auths = json.loads(disk.pull_login)["auths"]
+        user, _, password = (
+            base64.b64decode(next(iter(auths.values()))["auth"]).decode().partition(":")
+        )
+        secrets.append({
+            "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": registry_secret_name(spec.id, disk), **meta},
+            "stringData": {"accessKeyId": user, "secretKey": password},
+        })  # fmt: skip
+    return secrets
 
 
 def virtual_machine(

@@ -1,13 +1,16 @@
 """CDI's import controller, as far as the console depends on it: each DataVolume is populated
 by an importer of its own (a thread here, a pod on a cluster) that really fetches its
-`source.http.url` (a HEAD for the size, then byte ranges, as CDI's nbdkit-based importer reads),
-converts it to the raw `disk.img` of its volume and checks that it fits the requested storage.
+`source.http.url` (a HEAD for the size, then byte ranges, as CDI's nbdkit-based importer reads)
+or pulls its `source.registry.url` (the disk inside a container image, through the nodes'
+cache), converts it to the raw `disk.img` of its volume and checks that it fits the requested
+storage.
 
 Its status moves as CDI's does: Pending, ImportScheduled, ImportInProgress (progress "NN.NN%"),
 Succeeded, with the Bound, Ready and Running conditions CDI writes. A failed import stays
 ImportInProgress with Running False for reason Error, its message CDI's, and is retried with a
 back-off (restartCount counts the tries), as CDI restarts its importer pod."""
 
+import base64
 import contextlib
 import copy
 import json
@@ -19,9 +22,14 @@ import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
 
+from instances.containerdisks import cache
+from instances.containerdisks.errors import ContainerDiskError
+from instances.containerdisks.reference import parse_reference
+from instances.containerdisks.skopeo import Access, plain_http
 from tests.fakes.kubevirt.store import BY_KIND, ApiError, Body, Store
 
 DATA_VOLUME, PVC = BY_KIND["DataVolume"], BY_KIND["PersistentVolumeClaim"]
+SECRET = BY_KIND["Secret"]
 RANGE_BYTES = 8 * 1024 * 1024  # one read of the importer
 BACKOFF = (1.0, 2.0, 4.0, 8.0)  # seconds before each retry of a failed import, then the last
 
@@ -191,10 +199,13 @@ class Cdi:
         folder = self.root / volume["metadata"]["uid"]
         folder.mkdir(parents=True, exist_ok=True)
         source = spec.get("source", {})
-        if "http" not in source:
-            return  # a blank volume: the node makes the disk when the VMI starts
         download = folder / "download"
-        self._fetch(volume, source["http"]["url"], download, status)
+        if "registry" in source:
+            self._pull(volume, source["registry"], download)
+        elif "http" in source:
+            self._fetch(volume, source["http"]["url"], download, status)
+        else:
+            return  # a blank volume: the node makes the disk when the VMI starts
         probe = subprocess.run(
             ["qemu-img", "info", "--output=json", str(download)], capture_output=True, text=True
         )
@@ -217,6 +228,30 @@ class Cdi:
             if converted.returncode != 0:
                 raise ImportFailed(f"Unable to process data: {converted.stderr.strip()}")
         download.unlink()
+
+    def _pull(self, volume: Body, registry: Body, target: Path) -> None:
+        """The disk of the image `registry.url` names (docker://), pulled with the login of its
+        `secretRef` (accessKeyId, secretKey) through the nodes' cache, copied into `target`."""
+        url = registry["url"]
+        if not url.startswith("docker://"):
+            raise ImportFailed(f"Unable to process data: {url} is not a docker:// URL")
+        user = password = ""
+        if name := registry.get("secretRef"):
+            secret = self.store.find(SECRET, volume["metadata"]["namespace"], name)
+            if secret is None:
+                raise ImportFailed(f'secrets "{name}" not found')
+            data = secret.get("stringData") or {
+                key: base64.b64decode(value).decode()
+                for key, value in secret.get("data", {}).items()
+            }
+            user, password = data.get("accessKeyId", ""), data.get("secretKey", "")
+        try:
+            reference = parse_reference(url.removeprefix("docker://"))
+            access = Access(plain_http(reference.registry), username=user, password=password)
+            cached = cache.pull(reference, access)
+        except ContainerDiskError as error:
+            raise ImportFailed(f"Unable to process data: {error.message}") from None
+        shutil.copyfile(cached.path, target)
 
     def _fetch(self, volume: Body, url: str, target: Path, status: Body) -> None:
         """The URL's content into `target`, a range at a time, with progress on the volume."""
