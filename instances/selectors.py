@@ -7,7 +7,14 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Prefetch, QuerySet
 
-from instances.models import AuditEvent, Instance, Membership, NetworkInterface, Project
+from instances.models import (
+    AuditEvent,
+    Instance,
+    Membership,
+    NetworkInterface,
+    Project,
+    SSHKey,
+)
 
 M = TypeVar("M", bound=models.Model)
 
@@ -29,10 +36,11 @@ def project_audit_events(project: Project) -> QuerySet[AuditEvent]:
 
 
 def instance_list(project: Project) -> QuerySet[Instance]:
-    """The project's instances, NICs and subnets prefetched; InstanceFilterSet filters them."""
-    nics = NetworkInterface.objects.select_related("subnet").order_by("index")
+    """The API list's instances with their SSH keys' ids (all it shows of them: no key text
+    read); InstanceFilterSet filters them."""
+    keys = SSHKey.objects.only("pk")
     return Instance.objects.filter(project=project).prefetch_related(
-        Prefetch("nics", queryset=nics)
+        Prefetch("ssh_keys", queryset=keys)
     )
 
 

@@ -52,8 +52,7 @@ def instance_list(
 ) -> dict[str, object]:
     project, _ = project_for(request, slug)
     query = dict(state=filters.state, zone=filters.zone, subnet=filters.subnet, q=filters.search)
-    found = InstanceFilterSet(query, queryset=selectors.instance_list(project)).qs
-    instances = found.prefetch_related("ssh_keys")
+    instances = InstanceFilterSet(query, queryset=selectors.instance_list(project)).qs
     start = (filters.page - 1) * filters.page_size
     return {
         "count": instances.count(),
