@@ -41,8 +41,9 @@ def project_role(user: User, project: Project) -> Role | None:
         roles = {}
         setattr(user, ROLES_HELD, roles)
     if project.pk not in roles:
-        role = (
+        role = (  # unordered: the models' orderings would join projects and users for nothing
             Membership.objects.filter(project=project, user_id=user.pk)
+            .order_by()
             .values_list("role", flat=True)
             .first()
         )
@@ -68,7 +69,7 @@ def require_role(user: User, project: Project, required: Role) -> Role:
 
 def project_for_user(user: User, slug: str, required: Role = Role.VIEWER) -> tuple[Project, Role]:
     """The project named by slug and the user's role in it, checked against `required`."""
-    project = Project.objects.filter(slug=slug).first()
+    project = Project.objects.filter(slug=slug).order_by().first()
     if project is None:
         raise Http404("No such project.")
     return project, require_role(user, project, required)
@@ -81,7 +82,7 @@ def object_for_user(
 
     The per-type helpers (instance_for_user, subnet_for_user, ...) are thin calls of this one.
     """
-    obj = queryset.select_related("project").filter(**lookup).first()
+    obj = queryset.select_related("project").filter(**lookup).order_by().first()  # one at most
     if obj is None:
         raise Http404("Not found.")
     return obj, require_role(user, obj.project, required)  # type: ignore[attr-defined]

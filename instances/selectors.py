@@ -5,9 +5,15 @@ from typing import TypeVar
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import ValidationError
 from django.db import models
-from django.db.models import Prefetch, QuerySet
+from django.db.models import QuerySet
 
-from instances.models import AuditEvent, Instance, Membership, NetworkInterface, Project
+from instances.models import (
+    AuditEvent,
+    Instance,
+    Membership,
+    NetworkInterface,
+    Project,
+)
 
 M = TypeVar("M", bound=models.Model)
 
@@ -29,11 +35,23 @@ def project_audit_events(project: Project) -> QuerySet[AuditEvent]:
 
 
 def instance_list(project: Project) -> QuerySet[Instance]:
-    """The project's instances, NICs and subnets prefetched; InstanceFilterSet filters them."""
-    nics = NetworkInterface.objects.select_related("subnet").order_by("index")
-    return Instance.objects.filter(project=project).prefetch_related(
-        Prefetch("nics", queryset=nics)
+    """The API list's instances; InstanceFilterSet filters them, ssh_key_ids() adds their keys."""
+    return Instance.objects.filter(project=project)
+
+
+def ssh_key_ids(instances: list[Instance]) -> None:
+    """Sets each instance's `ssh_key_ids` (by key name, as `ssh_keys.all()`) in one query: a
+    prefetch would build a related manager and a key object per row for a list of ids."""
+    keys: dict[int, list[int]] = {instance.pk: [] for instance in instances}
+    rows = (
+        Instance.ssh_keys.through.objects.filter(instance_id__in=keys)
+        .order_by("sshkey__name", "sshkey_id")
+        .values_list("instance_id", "sshkey_id")
     )
+    for instance_id, key_id in rows:
+        keys[instance_id].append(key_id)
+    for instance in instances:
+        setattr(instance, "ssh_key_ids", keys[instance.pk])  # noqa: B010
 
 
 INSTANCE_ROW_FIELDS = ("pk", "name", "power_state", "zone", "vcpus", "memory_gb", "run_strategy")

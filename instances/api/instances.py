@@ -49,14 +49,15 @@ def instance_list(
 ) -> dict[str, object]:
     project, _ = project_for(request, slug)
     query = dict(state=filters.state, zone=filters.zone, subnet=filters.subnet, q=filters.search)
-    found = InstanceFilterSet(query, queryset=selectors.instance_list(project)).qs
-    instances = found.prefetch_related("ssh_keys")
+    instances = InstanceFilterSet(query, queryset=selectors.instance_list(project)).qs
     start = (filters.page - 1) * filters.page_size
+    items = list(instances[start : start + filters.page_size])
+    selectors.ssh_key_ids(items)
     return {
         "count": instances.count(),
         "page": filters.page,
         "page_size": filters.page_size,
-        "items": list(instances[start : start + filters.page_size]),
+        "items": items,
     }
 
 

@@ -108,6 +108,7 @@ def instance_list(request: AuthedRequest, project_slug: str) -> HttpResponse:
         "zones": settings.ZOPDAY_ZONES,
     }
     version = digest(context["rows"], page.number, page.paginator.count)
+    context["version"] = version  # keys the rendered rows in the cache: the same rows, once
     template = "instances/instance_list.html"
     if request.htmx and request.htmx.target == "instance-table":
         if unchanged := still_shown(request, version):

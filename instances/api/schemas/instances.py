@@ -125,7 +125,9 @@ class InstanceOut(Schema):
 
     @staticmethod
     def resolve_ssh_keys(instance: Instance) -> list[int]:
-        return [key.pk for key in instance.ssh_keys.all()]
+        """From selectors.ssh_key_ids() in a list, else from the instance's (prefetched) keys."""
+        ids = getattr(instance, "ssh_key_ids", None)
+        return ids if ids is not None else [key.pk for key in instance.ssh_keys.all()]
 
     @staticmethod
     def resolve_migration(instance: Instance) -> dict[str, str] | None:

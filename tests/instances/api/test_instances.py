@@ -307,3 +307,21 @@ def test_a_running_instance_is_not_deleted(api_for, owner, instance):
     response = api_for("owner").delete(f"/projects/alpha/instances/{instance.pk}")
     assert response.status_code == 409
     assert response.json()["detail"] == "Stop the instance before deleting it."
+
+
+def test_the_list_gives_each_instance_its_ssh_keys_in_name_order_as_the_details_do(
+    api_for, project, operator, subnet, image
+):
+    from instances.models import SSHKey
+
+    web, _db = (make(project, operator, subnet, image, name) for name in ("web-1", "db-1"))
+    zeta, alpha = (
+        SSHKey.objects.create(project=project, name=name, public_key=name, fingerprint=name)
+        for name in ("zeta", "alpha")
+    )
+    web.ssh_keys.set([zeta, alpha])
+    api = api_for("viewer")
+    items = api.get("/projects/alpha/instances").json()["items"]
+    assert {i["name"]: i["ssh_keys"] for i in items} == {"db-1": [], "web-1": [alpha.pk, zeta.pk]}
+    details = api.get(f"/projects/alpha/instances/{web.pk}").json()
+    assert details["ssh_keys"] == [alpha.pk, zeta.pk]
