@@ -7,7 +7,9 @@ Prints, in one run, on a fresh SQLite database, a private Redis and a private mo
   this process, and through the 2 Celery workers (each step queued on commit and taken by a
   worker). Medians of N runs, the three interleaved; moto answers the SSM readiness check at
   once, so there are no readiness waits to exclude on either side;
-- jobs per minute with 20 concurrent Fixed jobs (7 steps) on 2 real Celery workers.
+- jobs per minute with 20 concurrent Fixed jobs (7 steps) on 2 real Celery workers;
+- the same with 10, 30 and 100 concurrent jobs (the growth table), with the p99 of a job's wall
+  time (its creation to its finish).
 
     python benchmarks/pipeline.py [--runs 5] [--jobs 20]
 """
@@ -15,6 +17,7 @@ Prints, in one run, on a fresh SQLite database, a private Redis and a private mo
 import argparse
 import base64
 import json
+import math
 import os
 import socket
 import statistics
@@ -61,6 +64,7 @@ from provisioning.services.jobs import job_create  # noqa: E402
 from provisioning.userdata import user_data  # noqa: E402
 
 VENV_BIN = Path(sys.executable).parent
+SIZES = (10, 30, 100)  # concurrent Fixed jobs, for the growth table
 
 
 def free_port() -> int:
@@ -401,17 +405,35 @@ def main() -> None:
             f"the raw boto3 calls for the same resources {raw * 1000:.0f} ms"
         )
 
-        started = time.perf_counter()
-        ids = [
-            job_create(project=project, account=account, actor=user, name=f"c{n}",
-                       config=InfraConfig(instance_count=1)).pk
-            for n in range(args.jobs)
-        ]  # fmt: skip
-        wait_settled(ids)
-        elapsed = time.perf_counter() - started
-        ready = ProvisioningJob.objects.filter(pk__in=ids, status=JobStatus.READY).count()
+        def concurrent(count: int, tag: str) -> tuple[float, int, list[float]]:
+            """`count` Fixed jobs created at once: seconds until all settled, how many are
+            ready, and each job's wall time (creation to finish, as the job records them)."""
+            started = time.perf_counter()
+            ids = [
+                job_create(project=project, account=account, actor=user, name=f"{tag}{n}",
+                           config=InfraConfig(instance_count=1)).pk
+                for n in range(count)
+            ]  # fmt: skip
+            wait_settled(ids)
+            elapsed = time.perf_counter() - started
+            jobs = ProvisioningJob.objects.filter(pk__in=ids, status=JobStatus.READY)
+            walls = sorted((job.finished_at - job.created_at).total_seconds() for job in jobs)
+            return elapsed, len(walls), walls
+
+        def p99(walls: list[float]) -> float:
+            return walls[max(0, math.ceil(0.99 * len(walls)) - 1)] if walls else float("nan")
+
+        elapsed, ready, _ = concurrent(args.jobs, "c")
         print(f"{args.jobs} concurrent Fixed jobs (7 steps) on 2 workers: {elapsed:.1f} s, "
               f"{ready} ready")  # fmt: skip
+        growth = {}
+        for size in SIZES:
+            took, done, walls = concurrent(size, f"g{size}-")
+            growth[size] = (done / took * 60, p99(walls), statistics.median(walls))
+            rate, slowest, middle = growth[size]
+            print(f"{size:>4} concurrent Fixed jobs on 2 workers: {took:.1f} s, {done} ready, "
+                  f"{rate:.1f} jobs/min, a job's wall time p50 {middle * 1000:.0f} ms, "
+                  f"p99 {slowest * 1000:.0f} ms")  # fmt: skip
         print(f"figure: pipeline_fixed_lb_job = {pipeline * 1000:.0f} ms")
         print(f"figure: pipeline_fixed_lb_job_via_celery = {celery * 1000:.0f} ms")
         print(f"figure: raw_boto3_same_resources = {raw * 1000:.0f} ms")
@@ -420,6 +442,11 @@ def main() -> None:
         print(
             f"figure: jobs_per_minute_20_concurrent_2_workers = {ready / elapsed * 60:.1f} jobs/min"
         )
+        for size in SIZES:
+            rate, slowest, _ = growth[size]
+            print(f"figure: jobs_per_minute_{size}_concurrent = {rate:.1f} jobs/min")
+            print(f"figure: job_wall_time_p99_{size}_concurrent = "
+                  f"{slowest * 1000:.0f} ms")  # fmt: skip
     finally:
         for process in [*workers, moto, redis]:
             process.terminate()

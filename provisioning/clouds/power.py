@@ -84,9 +84,10 @@ class CloudVmBackend:
     # ---- what each cloud says -----------------------------------------------------------------
     @classmethod
     def describe(
-        cls, account: CloudAccount, job: ProvisioningJob, vms: list[VmRecord]
+        cls, account: CloudAccount, region: str, vms: list[VmRecord]
     ) -> dict[str, CloudVm]:
-        """The VMs the cloud still knows, by id; one it has forgotten is simply absent."""
+        """The VMs the cloud still knows, by id; one it has forgotten is simply absent. `vms`
+        may be those of many jobs of the account and region (the periodic refresh batches)."""
         raise NotImplementedError
 
     def _power(self, target: JobVm, operation: str) -> None:
@@ -169,7 +170,7 @@ class CloudVmBackend:
 
     def _describe(self, target: JobVm) -> CloudVm | None:
         try:
-            found = self.describe(target.job.account, target.job, [target.vm])
+            found = self.describe(target.job.account, target.job.region, [target.vm])
         except CloudError as error:
             raise BackendError(error.message, retryable=error.retryable) from error
         return found.get(target.vm.instance_id)

@@ -396,6 +396,7 @@ ROUTES = [  # (method, path, handler), the first match wins
         ("GET", COMPUTE + r"/zones", "zone_list"),
         ("GET", COMPUTE + r"/zones/(?P<zone>[^/]+)", "zone_get"),
         ("GET", COMPUTE + r"/aggregated/machineTypes", "machine_types_aggregated"),
+        ("GET", COMPUTE + r"/aggregated/instances", "instances_aggregated"),
         ("GET", SCOPED + r"/operations/(?P<operation>[^/]+)", "operation_get"),
         ("POST", SCOPED + r"/operations/(?P<operation>[^/]+)/wait", "operation_wait"),
         ("POST", INSTANCES, "instance_insert"),
@@ -482,6 +483,7 @@ class FakeGce:
         self.tokens: dict[str, str] = {}  # access token → the service account it was issued to
         self.timers: set[threading.Timer] = set()
         self.generation = 0  # bumped by reset(): timers of an earlier one stand down
+        self.calls: Counter[str] = Counter()  # requests served, by handler name
         self._forget()
         self.server = _Server((host, port), _Handler)
         self.server.fake = self
@@ -587,6 +589,7 @@ class FakeGce:
             if not path.startswith(OPEN_PATHS):
                 self._authorize(authorization)
             with self.lock:
+                self.calls[handler] += 1
                 self._check_location(params)
                 answer = getattr(self, handler)(Request(query, raw), params)
                 if answer is None:  # Cloud DNS's delete
@@ -855,6 +858,16 @@ class FakeGce:
                                         + "' on this page."}}
             )  # fmt: skip
         return {"kind": "compute#machineTypeAggregatedList", "items": items}
+
+    def instances_aggregated(self, request: Request, params: dict[str, str]) -> Body:
+        """Every zone's instances that match the filter, keyed by "zones/<zone>", in one page."""
+        items: Body = {}
+        for key in self.resources["instances"]:
+            body = self._view("instances", key)
+            if matches(request.query.get("filter", ""), body):
+                scope = key.rsplit("/", 2)[0]
+                items.setdefault(scope, {"instances": []})["instances"].append(body)
+        return {"kind": "compute#instanceAggregatedList", "items": items}
 
     def _image(self, project: str, name: str, *, family: bool) -> Body:
         """A public image of a family (debian-cloud's, ubuntu-os-cloud's), or by its name."""

@@ -17,6 +17,7 @@ from provisioning.selectors import JobVm
 from provisioning.vm_states import SANDBOX_RESET
 
 NOT_FOUND = "InvalidInstanceID.NotFound"
+ID_FILTER_VALUES = 200  # the most values EC2 takes in one filter
 
 
 def sandbox_reset_message(job: ProvisioningJob) -> str:
@@ -84,19 +85,20 @@ class AwsVmBackend(CloudVmBackend):
 
     @classmethod
     def describe(
-        cls, account: CloudAccount, job: ProvisioningJob, vms: list[VmRecord]
+        cls, account: CloudAccount, region: str, vms: list[VmRecord]
     ) -> dict[str, CloudVm]:
         """A filter, not InstanceIds: an id EC2 has forgotten is absent rather than failing the
-        whole call."""
+        whole call. One DescribeInstances (paged) per ID_FILTER_VALUES ids."""
         ids = [vm.instance_id for vm in vms]
-        if not ids:
-            return {}
+        found = []
         with mapped_errors():
-            ec2 = client_for(account, "ec2", job.region)
-            pages = ec2.get_paginator("describe_instances").paginate(
-                Filters=[{"Name": "instance-id", "Values": ids}]
-            )
-            found = [i for page in pages for r in page["Reservations"] for i in r["Instances"]]
+            ec2 = client_for(account, "ec2", region)
+            for start in range(0, len(ids), ID_FILTER_VALUES):
+                chunk = ids[start : start + ID_FILTER_VALUES]
+                pages = ec2.get_paginator("describe_instances").paginate(
+                    Filters=[{"Name": "instance-id", "Values": chunk}]
+                )
+                found += [i for page in pages for r in page["Reservations"] for i in r["Instances"]]
         return {
             i["InstanceId"]: CloudVm(
                 instance_id=i["InstanceId"],

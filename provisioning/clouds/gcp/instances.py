@@ -43,6 +43,20 @@ def read_vm(account: CloudAccount, zone: str, name: str) -> dict[str, str] | Non
     return describe(found) if found is not None else None
 
 
+def list_vms(account: CloudAccount) -> list[dict[str, str]]:
+    """Every VM of the account's project, in all zones: one aggregatedList (paged by the SDK)
+    in place of one read per VM. A zone that does not answer fails the call."""
+    instances = client_for(account, compute_v1.InstancesClient)
+    request = compute_v1.AggregatedListInstancesRequest(
+        project=project_of(account), max_results=500
+    )
+    return [
+        describe(instance)
+        for _scope, scoped in instances.aggregated_list(request=request)
+        for instance in scoped.instances
+    ]
+
+
 def power_vm(account: CloudAccount, zone: str, name: str, operation: str) -> None:
     """start; stop (ACPI, then GCE powers off after its grace period); force_stop (no
     graceful shutdown); reboot (a reset: GCE has no soft reboot). Returns once GCE is done."""

@@ -8,7 +8,7 @@ from instances.backends.base import BackendError, SerialOutput
 from provisioning.choices import VmState
 from provisioning.clouds.errors import CloudError
 from provisioning.clouds.gcp.base import project_of
-from provisioning.clouds.gcp.instances import power_vm, read_vm, serial_output
+from provisioning.clouds.gcp.instances import list_vms, power_vm, read_vm, serial_output
 from provisioning.clouds.gcp.sdk import key_info, mapped_errors
 from provisioning.clouds.power import CloudVm, CloudVmBackend
 from provisioning.infra import InfraConfig, VmRecord
@@ -16,6 +16,8 @@ from provisioning.models import CloudAccount, ProvisioningJob
 from provisioning.selectors import JobVm
 
 NOT_FOUND = frozenset({"notFound", "NotFound"})  # a Compute 404: its reason, or its type
+# From this many VMs on, describe lists the project's VMs once rather than reading each.
+LIST_FROM = 3
 
 
 class GcpVmBackend(CloudVmBackend):
@@ -27,18 +29,31 @@ class GcpVmBackend(CloudVmBackend):
 
     @classmethod
     def describe(
-        cls, account: CloudAccount, job: ProvisioningJob, vms: list[VmRecord]
+        cls, account: CloudAccount, region: str, vms: list[VmRecord]
     ) -> dict[str, CloudVm]:
-        """One read per VM (they live in different zones); one GCE no longer knows is absent."""
-        found = {}
-        with mapped_errors():
-            for vm in vms:
-                if (read := read_vm(account, vm.zone, vm.instance_id)) is not None:
-                    found[vm.instance_id] = CloudVm(
-                        instance_id=vm.instance_id, state=read["state"], reason=read["reason"],
-                        private_ip=read["private_ip"],
-                    )  # fmt: skip
-        return found
+        """A few VMs read one by one; more, with one aggregatedList of the project (they may
+        live in different zones). One GCE no longer knows is absent."""
+        if len(vms) < LIST_FROM:
+            reads = []
+            with mapped_errors():
+                for vm in vms:
+                    if (read := read_vm(account, vm.zone, vm.instance_id)) is not None:
+                        reads.append(read)
+        else:
+            with mapped_errors():
+                listed = {(read["zone"], read["instance_id"]): read for read in list_vms(account)}
+            reads = [
+                listed[vm.zone, vm.instance_id] for vm in vms if (vm.zone, vm.instance_id) in listed
+            ]
+        return {
+            read["instance_id"]: CloudVm(
+                instance_id=read["instance_id"],
+                state=read["state"],
+                reason=read["reason"],
+                private_ip=read["private_ip"],
+            )
+            for read in reads
+        }
 
     @contextmanager
     def _mapped(self) -> Iterator[None]:
