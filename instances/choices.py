@@ -140,6 +140,7 @@ class ImageKind(models.TextChoices):
     QCOW2 = "qcow2", "qcow2 cloud image"
     ISO = "iso", "ISO image"
     CONTAINER = "container", "Container disk (OCI)"
+    PVC = "pvc", "Cluster volume (PVC)"
 
 
 class OsType(models.TextChoices):

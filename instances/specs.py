@@ -35,6 +35,7 @@ def disk_spec(disk: Disk) -> DiskSpec:
     if image is not None and image.kind == ImageKind.CONTAINER:  # a container or copied disk
         source, reference = container_source(image.reference, disk.digest)
         pull_login = docker_config(disk.project, image.reference)
+    claim = image.reference if image is not None and image.kind == ImageKind.PVC else ""
     return DiskSpec(
         name=disk.device_name,
         role=disk.role,
@@ -45,6 +46,7 @@ def disk_spec(disk: Disk) -> DiskSpec:
         serial=disk.name[:20],
         reference=reference,
         pull_login=pull_login,
+        claim=claim,
     )
 
 

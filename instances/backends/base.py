@@ -38,6 +38,7 @@ class DiskSpec:
     boot_order: int | None = None
     serial: str = ""
     reference: str = ""  # OCI reference of a container disk or of a disk copied from its image
+    claim: str = ""  # "namespace/name" of the cluster volume (PVC) a KubeVirt disk is cloned from
     # a container disk's registry login, as a .dockerconfigjson (for a cluster's pull secret)
     pull_login: str = field(default="", repr=False)
 

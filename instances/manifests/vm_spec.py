@@ -172,8 +172,8 @@ class VmReader:
         return str(bus)
 
     def _image(self, path: Path, reference: str) -> str | int | None:
-        """The console image a disk's source names: by the template's annotation, or a container
-        disk's reference."""
+        """The console image a disk's source names by its reference: a container image's, or a
+        cluster volume's namespace/name."""
         matches = list(
             images_of(self.project).filter(reference=reference).values_list("pk", flat=True)[:1]
         )
@@ -292,8 +292,11 @@ class VmReader:
                     f"Say which image of the project this is: annotate the template {IMAGE}.",
                 )
             disk["image"] = image
+        elif vm.has(*source, "pvc", "name"):
+            claim = f"{vm.get(*source, 'pvc', 'namespace')}/{vm.get(*source, 'pvc', 'name')}"
+            disk["image"] = image or self._image((*source, "pvc"), claim)
         else:
-            self.problem(source, "Give an http, registry or blank source.")
+            self.problem(source, "Give an http, registry, pvc or blank source.")
         return disk
 
     # Cloud-init and interfaces

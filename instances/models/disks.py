@@ -8,9 +8,10 @@ from instances.containerdisks.reference import parse_reference
 from instances.models.clusters import all_zones, zones_message
 from instances.models.naming import NamedInProject
 
-# what a root or secondary disk may be made from: a qcow2 file, the demo kernel image, or a
-# container image's disk, pulled from its registry and copied (persistent, unlike a container disk)
-DISK_SOURCE_KINDS = (ImageKind.QCOW2, ImageKind.KERNEL, ImageKind.CONTAINER)
+# what a root or secondary disk may be made from: a qcow2 file, the demo kernel image, a
+# container image's disk, pulled from its registry and copied (persistent, unlike a container
+# disk), or a cluster's volume (PVC), cloned
+DISK_SOURCE_KINDS = (ImageKind.QCOW2, ImageKind.KERNEL, ImageKind.CONTAINER, ImageKind.PVC)
 
 
 class Disk(NamedInProject, models.Model):
@@ -95,6 +96,13 @@ class Disk(NamedInProject, models.Model):
                 )
             elif self.image.kind == ImageKind.CONTAINER and (problem := _reference_problem(self)):
                 errors["image"] = problem
+            elif (
+                self.image.kind == ImageKind.PVC and self.instance and not self.instance.cluster_id
+            ):
+                errors["image"] = (
+                    f"{self.image.name} is a volume of a cluster: run the instance on a cluster, "
+                    "or choose another image."
+                )
             elif self.size_gb < self.image.min_disk_gb:
                 errors["size_gb"] = (
                     f"{self.image.name} needs a disk of at least {self.image.min_disk_gb} GB."

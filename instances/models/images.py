@@ -1,3 +1,4 @@
+import re
 from pathlib import Path, PurePosixPath
 
 from django.conf import settings
@@ -5,6 +6,16 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from instances.choices import ImageKind, OsType
+
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def claim_of(reference: str) -> tuple[str, str] | None:
+    """A cluster volume's (namespace, name) from "namespace/name"; None when it is not one."""
+    namespace, _, name = reference.partition("/")
+    if DNS_LABEL.fullmatch(namespace) and DNS_LABEL.fullmatch(name):
+        return namespace, name
+    return None
 
 
 class Image(models.Model):
@@ -28,7 +39,10 @@ class Image(models.Model):
         help_text="File (or folder for kernel images) in the images dir.",
     )
     reference = models.CharField(
-        max_length=300, blank=True, help_text="OCI reference of a container disk."
+        max_length=300,
+        blank=True,
+        help_text="OCI reference of a container image; namespace/name of a cluster volume (PVC), "
+        "which KubeVirt instances' disks are cloned from.",
     )
     min_disk_gb = models.PositiveIntegerField(default=1)
     description = models.CharField(max_length=200, blank=True)
@@ -46,6 +60,11 @@ class Image(models.Model):
         return self.name
 
     def clean(self) -> None:
+        if self.kind == ImageKind.PVC and not claim_of(self.reference):
+            raise ValidationError(
+                {"reference": "Give the volume as namespace/name (such as golden/debian-12): "
+                              "each a DNS label."}
+            )  # fmt: skip
         parts = PurePosixPath(self.path).parts
         if self.path and (PurePosixPath(self.path).is_absolute() or ".." in parts):
             raise ValidationError(

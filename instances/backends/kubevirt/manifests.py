@@ -34,8 +34,11 @@ class Placement:
 
 
 def _disk_source(spec: MachineSpec, disk: DiskSpec, image_url: Callable[[DiskSpec], str]) -> Body:
-    """A DataVolume source: a container image's disk from its registry (by digest, with the
-    project's login), the image's URL (http), or a blank disk."""
+    """A DataVolume source: a cluster volume to clone (pvc), a container image's disk from its
+    registry (by digest, with the project's login), the image's URL (http), or a blank disk."""
+    if disk.claim:
+        namespace, _, name = disk.claim.partition("/")
+        return {"pvc": {"namespace": namespace, "name": name}}
     if disk.reference:
         registry: Body = {"url": f"docker://{disk.reference}"}
         if disk.pull_login:

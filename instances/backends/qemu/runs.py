@@ -275,6 +275,10 @@ class QemuRuns:
         console alone, and its file catches up when a machine takes it."""
         if disk.role == "cdrom":
             return
+        if disk.claim:
+            raise BackendError(
+                f"{disk.name}: its image is a volume of a cluster, not of this host."
+            )
         path = run.disk_path(disk.name)
         if disk.role == "container":  # immutable: a fresh overlay over the cached image each run
             if disk.source is None:

@@ -1,8 +1,8 @@
 """CDI's import controller, as far as the console depends on it: each DataVolume is populated
 by an importer of its own (a thread here, a pod on a cluster) that really fetches its
-`source.http.url` (a HEAD for the size, then byte ranges, as CDI's nbdkit-based importer reads)
-or pulls its `source.registry.url` (the disk inside a container image, through the nodes'
-cache), converts it to the raw `disk.img` of its volume and checks that it fits the requested
+`source.http.url` (a HEAD for the size, then byte ranges, as CDI's nbdkit-based importer reads),
+pulls its `source.registry.url` (the disk inside a container image, through the nodes' cache)
+or clones its `source.pvc`, converts it to the raw `disk.img` of its volume and checks that it fits the requested
 storage.
 
 Its status moves as CDI's does: Pending, ImportScheduled, ImportInProgress (progress "NN.NN%"),
@@ -200,7 +200,9 @@ class Cdi:
         folder.mkdir(parents=True, exist_ok=True)
         source = spec.get("source", {})
         download = folder / "download"
-        if "registry" in source:
+        if "pvc" in source:
+            self._clone(source["pvc"], download)
+        elif "registry" in source:
             self._pull(volume, source["registry"], download)
         elif "http" in source:
             self._fetch(volume, source["http"]["url"], download, status)
@@ -228,6 +230,19 @@ class Cdi:
             if converted.returncode != 0:
                 raise ImportFailed(f"Unable to process data: {converted.stderr.strip()}")
         download.unlink()
+
+    def _clone(self, source: Body, target: Path) -> None:
+        """The data of the PersistentVolumeClaim `source` names, copied into `target` (a host-
+        assisted clone); a claim that is not there (yet) fails this try, as CDI waits for it."""
+        namespace, name = source.get("namespace", ""), source["name"]
+        claim = self.store.find(PVC, namespace, name)
+        if claim is None:
+            raise ImportFailed(f"The source PVC {namespace}/{name} doesn't exist")
+        owner = next(iter(claim["metadata"].get("ownerReferences", [])), {})
+        data = self.root / owner.get("uid", "-") / "disk.qcow2"
+        if not data.is_file():
+            raise ImportFailed(f"The source PVC {namespace}/{name} is not populated")
+        shutil.copyfile(data, target)
 
     def _pull(self, volume: Body, registry: Body, target: Path) -> None:
         """The disk of the image `registry.url` names (docker://), pulled with the login of its

@@ -149,3 +149,19 @@ def test_a_cdrom_exports_with_its_iso_named_on_its_data_volume(operator, cluster
     )  # fmt: skip
     assert template["metadata"]["annotations"] == {"zopday.io/image": "tools"}
     assert template["spec"]["source"]["http"]["url"].endswith("/tools")
+
+
+def test_a_disk_cloned_from_a_cluster_volume_exports_and_applies_unchanged(
+    operator, owner, cluster, cluster_lan
+):
+    golden = ImageFactory(kind=ImageKind.PVC, name="golden", path="", reference="golden/demo")
+    request = instance_request(cluster_lan, image=golden, name="gd", cluster="lab")
+    instance = instance_create(project=cluster_lan.project, actor=operator, request=request)
+    text = instance_manifest(instance, redact=False)
+    vm = list(yaml.safe_load_all(text))[-1]
+    sources = [template["spec"]["source"] for template in vm["spec"]["dataVolumeTemplates"]]
+    assert sources == [{"pvc": {"namespace": "golden", "name": "demo"}}]
+    plans = manifest_apply(sources=[("gd.yaml", text)], actor=owner, dry_run=True)
+    assert [plan.diff() for plan in plans] == [
+        [f"  instance {instance.project.slug}/gd (unchanged)"]
+    ]
