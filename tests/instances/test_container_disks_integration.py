@@ -144,16 +144,23 @@ def test_a_container_disk_that_cannot_be_pulled_fails_the_start_with_its_reason(
     assert not [p for p in cache_root().iterdir() if p.name.startswith(".pull-")]
 
 
+def private_image(project, owner, registry, boot_disk, tmp_path, name: str) -> tuple[str, str]:
+    """The demo guest pushed to the private registry as `name`, and the project's login there:
+    its reference and digest."""
+    layout = oci_layout(tmp_path / "layout", {"disk/demo.qcow2": boot_disk})
+    digest = registry.push(layout, name)
+    registry_credential_set(
+        project=project, actor=owner, registry=registry.address, username=USER, password=PASSWORD
+    )
+    return f"{registry.address}/{name}", digest
+
+
 def test_a_private_registry_is_pulled_from_with_the_projects_login(
     platform, project, owner, operator, lan, oci_auth_registry, demo_boot_disk, tmp_path
 ):
-    layout = oci_layout(tmp_path / "layout", {"disk/demo.qcow2": demo_boot_disk})
-    digest = oci_auth_registry.push(layout, "private/demo:1")
-    registry_credential_set(
-        project=project, actor=owner, registry=oci_auth_registry.address, username=USER,
-        password=PASSWORD,
-    )  # fmt: skip
-    reference = f"{oci_auth_registry.address}/private/demo:1"
+    reference, digest = private_image(
+        project, owner, oci_auth_registry, demo_boot_disk, tmp_path, "private/demo:1"
+    )
     vm = started(
         platform,
         operator,
@@ -170,16 +177,10 @@ def test_a_root_disk_copied_from_a_private_registry_image_boots_and_keeps_its_wr
 ):
     """A registry's image as a persistent disk: on this console's hosts a disk over the pulled
     copy, on KubeVirt a DataVolume imported from the registry with the project's login."""
-    layout = oci_layout(tmp_path / "layout", {"disk/demo.qcow2": demo_boot_disk})
-    digest = oci_auth_registry.push(layout, "private/root:1")
-    registry_credential_set(
-        project=project, actor=owner, registry=oci_auth_registry.address, username=USER,
-        password=PASSWORD,
-    )  # fmt: skip
-    image = ImageFactory(
-        kind=ImageKind.CONTAINER, name="root-image", path="",
-        reference=f"{oci_auth_registry.address}/private/root:1",
-    )  # fmt: skip
+    reference, digest = private_image(
+        project, owner, oci_auth_registry, demo_boot_disk, tmp_path, "private/root:1"
+    )
+    image = ImageFactory(kind=ImageKind.CONTAINER, name="root-image", path="", reference=reference)
     vm = started(platform, operator, platform.make(operator, image, lan, "copy-vm", "10.88.0.95"))
     root = Disk.objects.get(instance=vm, role=DiskRole.ROOT)
     assert root.digest == digest
