@@ -153,3 +153,17 @@ def test_prune_refuses_a_running_instance_unless_forced(applied, project):
     assert Instance.objects.exists()
     applied(fewer, "--prune", "--force")
     assert not Instance.objects.exists()
+
+
+def test_the_api_and_the_pages_export_what_apply_takes_back(applied, api_for, client_for):
+    applied(EVERYTHING)
+    answer = api_for("operator").get("/projects/alpha/manifests")
+    assert answer.status_code == 200 and answer["Content-Type"] == "application/yaml"
+    assert "0 to create, 0 to change" in applied(answer.content.decode(), "--dry-run")
+    one = api_for("operator").get("/projects/alpha/manifests/Subnet/front")
+    assert "kind: Subnet" in one.content.decode() and "kind: Instance" not in one.content.decode()
+    assert api_for("operator").get("/projects/alpha/manifests/Subnet/nowhere").status_code == 404
+    page = client_for("viewer").get("/projects/alpha/manifest.yaml")
+    assert page.status_code == 200 and b"name: web-1-public" in page.content
+    row = client_for("viewer").get("/projects/alpha/manifest/Instance/web-1.yaml")
+    assert b"kind: Instance" in row.content

@@ -102,7 +102,7 @@ def test_unknown_names_get_the_apis_messages_for_unknown_ids(refused, other_proj
         .replace("  ssh_keys: [laptop]\n", "")
     )
     assert refusal.problems == [
-        "instance.yaml:10 (instance web-1): disks-0-image: Choose an image of this project or a shared one."
+        "instance.yaml:9 (instance web-1): disks-0-image: Choose an image of this project or a shared one."
     ]
     assert not Instance.objects.exists()
 
