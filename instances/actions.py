@@ -25,7 +25,8 @@ from instances.power_operations import POWER_OPERATIONS
 __all__ = ["STOPPED_STATES", "YES", "Allowed", "require"]
 
 
-def delete(instance: Instance, role: Role | None) -> Allowed:
+def delete(instance: Instance, role: Role | None, *, force: bool = False) -> Allowed:
+    """`force` (apply --prune --force): a running instance too; its machine is ended."""
     if not (allowed := role_check(role, Role.ADMIN)):
         return allowed
     if not is_managed_backend(instance.backend):
@@ -34,7 +35,7 @@ def delete(instance: Instance, role: Role | None) -> Allowed:
             f"{instance.backend} instances go when their provisioning job is deleted: its "
             "teardown terminates the VMs.",
         )
-    if instance.power_state not in STOPPED_STATES:
+    if instance.power_state not in STOPPED_STATES and not force:
         return Allowed(False, "Stop the instance before deleting it.")
     return YES
 

@@ -7,6 +7,8 @@ class InstancesConfig(AppConfig):
 
     def ready(self) -> None:
         from instances.backends import register_backend
+        from instances.manifests.builtin import builtin_kinds_register
         from instances.services.clusters import kubevirt_backend
 
         register_backend("kubevirt", kubevirt_backend)
+        builtin_kinds_register()

@@ -23,6 +23,12 @@ urlpatterns = [
     path("", projects.home, name="home"),
     path(P, projects.project_overview, name="project-overview"),
     path(P + "events/", projects.project_events, name="project-events"),
+    path(P + "manifest.yaml", manifests.project_manifest_download, name="project-manifest"),
+    path(
+        P + "manifest/<str:kind>/<str:name>.yaml",
+        manifests.project_manifest_download,
+        name="object-manifest",
+    ),
     path(P + "instances/", instances.instance_list, name="instance-list"),
     path(P + "instances/new/", instances.instance_new, name="instance-new"),
     path(

@@ -22,6 +22,7 @@ from instances.api.errors import ERRORS, REFUSALS, ErrorOut
 from instances.api.lookups import project_for
 from instances.api.schemas import Id, In, Number, Slug, Text
 from instances.choices import Role
+from instances.models import Project
 from instances.selectors import projects_for_user
 from provisioning.actions import VM_OPS, job_allowed_actions
 from provisioning.clouds import DEFAULT, cloud_for
@@ -156,11 +157,9 @@ def job_list(request: HttpRequest, filters: Query[JobFilters]) -> list[dict[str,
     return [_out(job, request) for job in found[:200]]
 
 
-@router.post("/provisioning-jobs", response={201: JobOut, **REFUSALS})
-def job_add(request: HttpRequest, payload: JobIn) -> Status:
-    """Operators: check the request and queue the pipeline (7 steps, 11 with a load balancer).
-    provider=azure answers with the clean Invalid stub."""
-    project, _ = project_for(request, payload.project, Role.OPERATOR)
+def job_config(project: Project, payload: JobIn) -> tuple[CloudAccount, InfraConfig]:
+    """The account and the choices a job body makes, the provider's defaults filled in (the
+    manifests' ProvisioningJob documents are read the same way)."""
     errors = provider_errors(payload.provider)
     if errors:
         raise ValidationError(errors)
@@ -176,9 +175,18 @@ def job_add(request: HttpRequest, payload: JobIn) -> Status:
     cloud = cloud_for(payload.provider)
     choices["instance_type"] = choices["instance_type"] or cloud.prices.default_machine
     choices["exec_mode"] = choices["exec_mode"] or cloud.exec_mode
+    return account, InfraConfig(**choices)
+
+
+@router.post("/provisioning-jobs", response={201: JobOut, **REFUSALS})
+def job_add(request: HttpRequest, payload: JobIn) -> Status:
+    """Operators: check the request and queue the pipeline (7 steps, 11 with a load balancer).
+    provider=azure answers with the clean Invalid stub."""
+    project, _ = project_for(request, payload.project, Role.OPERATOR)
+    account, config = job_config(project, payload)
     job = jobs.job_create(
         project=project, account=account, actor=request_user(request), name=payload.name,
-        config=InfraConfig(**choices),
+        config=config,
     )  # fmt: skip
     return Status(201, _out(_jobs().get(pk=job.pk), request))
 

@@ -1,40 +1,89 @@
-"""Applying plans through the services, all documents or none.
+"""Applying documents through the services, all of them or none.
 
-Dry runs go through the very same calls and are rolled back, so they find everything a real
-run would (a MAC already in use, a disk that cannot shrink, an instance that must be stopped
-first) and still leave nothing behind. That holds because every service writes only to the
-database and queues its background work with transaction.on_commit (house rule 3): a rollback
-discards both. The only trace is on PostgreSQL, where the ids a dry run used are skipped.
+Each document is planned and run in turn, in kind order (subnets, keys and images before the
+instances that name them), so a reference by name finds an object made by an earlier document
+of the same run. All of it is one transaction, each document in its own savepoint, so a refused
+document skips only itself and one run reports every problem; any problem, or a dry run, rolls
+it all back. That holds because every service writes only to the database and queues its
+background work with transaction.on_commit (house rule 3): a rollback discards both.
 """
 
-from django.core.exceptions import ValidationError
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
+from django.http import Http404
 
+from instances.access import project_for_user
+from instances.choices import Role
 from instances.errors import ActionRefused
+from instances.manifests.documents import Document
 from instances.manifests.errors import ManifestInvalid, Problem
+from instances.manifests.kinds import KINDS, unknown_kind_message
+from instances.manifests.prune import managed_mark, prune_plans
 from instances.manifests.steps import Plan
+from instances.models import Project
 
 
-def plans_apply(*, plans: list[Plan], dry_run: bool) -> None:
-    """Run every plan's steps in one transaction, each document in its own savepoint so that a
-    refused step skips only the rest of its document and one run reports every problem. Any
-    problem (raised as ManifestInvalid) or a dry run rolls it all back, queued tasks included.
-    """
+def documents_apply(
+    *,
+    documents: list[Document],
+    actor: AbstractBaseUser,
+    dry_run: bool,
+    prune: bool = False,
+    force: bool = False,
+    projects: tuple[str, ...] = (),
+) -> list[Plan]:
+    """Plan and run every document; with `prune`, then remove what apply manages in their
+    projects (and in `projects`) that they no longer declare. Raises ManifestInvalid."""
     problems: list[Problem] = []
+    plans: list[Plan] = []
+    touched: dict[int, Project] = {}
+    known = [document for document in documents if document.kind in KINDS]
+    for document in documents:
+        if document.kind not in KINDS:
+            problems.append(Problem(document.at("kind"), "kind", unknown_kind_message()))
+    known.sort(key=lambda document: KINDS[document.kind].order)
     with transaction.atomic():
-        for plan in plans:
+        for slug in projects:
+            project = _project(Document(slug, slug, "", {}), actor)
+            touched[project.pk] = project
+        for document in known:
             try:
                 with transaction.atomic():
-                    _run(plan)
+                    project = _project(document, actor)
+                    touched[project.pk] = project
+                    plan = KINDS[document.kind].plan(document, project, actor)
+                    plans.append(plan)
+                    run(plan)
+                    managed_mark(project, document.kind, document.name)
             except ManifestInvalid as invalid:
-                problems += invalid.problems
+                problems += document.located(invalid.problems)
+        if prune and not problems:
+            declared = {(plan.document.kind, plan.document.name) for plan in plans}
+            for plan in prune_plans(projects=list(touched.values()), declared=declared,
+                                    actor=actor, force=force):  # fmt: skip
+                try:
+                    with transaction.atomic():
+                        run(plan)
+                except ManifestInvalid as invalid:
+                    problems += invalid.problems
+                plans.append(plan)
         if problems or dry_run:
             transaction.set_rollback(True)
     if problems:
         raise ManifestInvalid(problems)
+    return plans
 
 
-def _run(plan: Plan) -> None:
+def _project(document: Document, actor: AbstractBaseUser) -> Project:
+    try:
+        project, _ = project_for_user(actor, document.project, Role.OPERATOR)
+    except (Http404, PermissionDenied) as error:
+        raise ManifestInvalid([Problem(document.where, "project", str(error))]) from None
+    return project
+
+
+def run(plan: Plan) -> None:
     """The plan's steps in order; the first one a service refuses ends the plan."""
     for step in plan.steps:
         try:

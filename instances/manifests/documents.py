@@ -5,27 +5,55 @@ reports everything to fix. A YAML syntax error ends the reading of its file, whi
 trusted past that point.
 """
 
-from dataclasses import dataclass
+import re
+from collections.abc import Collection
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import yaml
 from pydantic import ValidationError as SchemaValidationError
 
 from instances.manifests.errors import ManifestInvalid, Problem, schema_problems
+from instances.manifests.lines import Path, field_lines, line_of
 from instances.manifests.schemas import DocumentIn
 from instances.manifests.vm_import import kubernetes_documents
 
 MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
+def kind_label(kind: str) -> str:
+    """How a diff and a problem name the kind: SSHKey → ssh-key, ElasticIP → elastic-ip."""
+    return re.sub(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "-", kind).lower()
+
+
 @dataclass(frozen=True)
 class Document:
-    """One instance the manifest declares; `spec` is checked later, in its project."""
+    """One object the manifest declares; `spec` is checked later, in its project. `lines` are
+    its fields' lines (none for a Kubernetes document, whose reader locates its own)."""
 
     where: str
     project: str
     name: str
     spec: dict[str, Any]
+    kind: str = "Instance"
+    source: str = ""
+    lines: dict[Path, int] = field(default_factory=dict, compare=False, repr=False)
+
+    def at(self, path: str) -> str:
+        """Where the field at `path` (API notation) is written: its own line."""
+        line = line_of(self.lines, path)
+        if line is None:
+            return self.where
+        return f"{self.source}:{line} ({kind_label(self.kind)} {self.name})"
+
+    def located(self, problems: list[Problem]) -> list[Problem]:
+        """This document's problems moved to their fields' lines."""
+        return [
+            replace(problem, where=self.at(problem.path))
+            if problem.where == self.where
+            else problem
+            for problem in problems
+        ]
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -58,10 +86,14 @@ def _yaml_problem(source: str, error: yaml.YAMLError) -> Problem:
     return Problem(source, "", f"Invalid YAML: {error}")
 
 
-def _read(source: str, text: str) -> tuple[list[tuple[str, Any]], list[Problem]]:
-    """The documents of one file, each with where it starts; empty documents are skipped."""
+Found = tuple[str, Any, dict[Path, int]]
+
+
+def _read(source: str, text: str) -> tuple[list[Found], list[Problem]]:
+    """The documents of one file, each with where it starts and its fields' lines; empty
+    documents are skipped."""
     loader = _StrictLoader(text)
-    found: list[tuple[str, Any]] = []
+    found: list[Found] = []
     try:
         while loader.check_node():
             node = loader.get_node()
@@ -69,13 +101,15 @@ def _read(source: str, text: str) -> tuple[list[tuple[str, Any]], list[Problem]]
                 break
             data = loader.construct_document(node)
             if data is not None:
-                found.append((f"{source}:{node.start_mark.line + 1}", data))
+                found.append((f"{source}:{node.start_mark.line + 1}", data, field_lines(node)))
     except yaml.YAMLError as error:
         return found, [_yaml_problem(source, error)]
     finally:
         loader.dispose()
     if not found:
-        return found, [Problem(source, "", "No documents: expected at least one kind: Instance.")]
+        return found, [
+            Problem(source, "", "No documents: expected at least one, such as kind: Instance.")
+        ]
     return found, []
 
 
@@ -84,27 +118,30 @@ def _is_kubernetes(data: object) -> bool:
     return isinstance(data, dict) and "apiVersion" in data
 
 
-def documents_read(*, sources: list[tuple[str, str]]) -> list[Document]:
-    """Parse every (name, text) source; raise ManifestInvalid listing every problem found."""
+def documents_read(
+    *, sources: list[tuple[str, str]], kinds: Collection[str], unknown_kind: str = ""
+) -> list[Document]:
+    """Parse every (name, text) source, each of one of `kinds` (else `unknown_kind` says
+    which); raise ManifestInvalid listing every problem found."""
     documents: list[Document] = []
     problems: list[Problem] = []
-    first_seen: dict[tuple[str, str], str] = {}
+    first_seen: dict[tuple[str, str, str], str] = {}
     for source, text in sources:
         found, unreadable = _read(source, text)
         problems += unreadable
-        kubernetes = [(where, data) for where, data in found if _is_kubernetes(data)]
+        kubernetes = [(where, data) for where, data, _ in found if _is_kubernetes(data)]
         if kubernetes:
             from_kubernetes, refused = kubernetes_documents(source, text, kubernetes)
             problems += refused
             for document in (Document(*declared) for declared in from_kubernetes):
-                key = (document.project, document.name)
+                key = (document.kind, document.project, document.name)
                 if key in first_seen:
                     message = f"{document.name} is declared twice: also at {first_seen[key]}."
                     problems.append(Problem(document.where, "name", message))
                     continue
                 first_seen[key] = document.where
                 documents.append(document)
-        for where, data in found:
+        for where, data, lines in found:
             if _is_kubernetes(data):
                 continue
             if not isinstance(data, dict):
@@ -115,21 +152,30 @@ def documents_read(*, sources: list[tuple[str, str]]) -> list[Document]:
             try:
                 envelope = DocumentIn.model_validate(data)
             except SchemaValidationError as error:
-                problems += schema_problems(error, where)
+                problems += [
+                    replace(problem, where=f"{source}:{line}")
+                    if (line := line_of(lines, problem.path))
+                    else problem
+                    for problem in schema_problems(error, where)
+                ]
+                if isinstance(data.get("kind"), str) and data["kind"] not in kinds:
+                    line = lines.get(("kind",), int(where.rsplit(":", 1)[1]))
+                    problems.append(Problem(f"{source}:{line}", "kind", unknown_kind))
                 continue
-            where = f"{where} (instance {envelope.name})"
-            key = (envelope.project, envelope.name)
+            if envelope.kind not in kinds:
+                problems.append(Problem(f"{source}:{lines[('kind',)]}", "kind", unknown_kind))
+                continue
+            where = f"{where} ({kind_label(envelope.kind)} {envelope.name})"
+            document = Document(
+                where, envelope.project, envelope.name, envelope.spec, envelope.kind, source, lines
+            )
+            key = (envelope.kind, envelope.project, envelope.name)
             if key in first_seen:
-                problems.append(
-                    Problem(
-                        where,
-                        "name",
-                        f"{envelope.name} is declared twice: also at {first_seen[key]}.",
-                    )
-                )
+                message = f"{envelope.name} is declared twice: also at {first_seen[key]}."
+                problems.append(Problem(document.at("name"), "name", message))
                 continue
             first_seen[key] = where
-            documents.append(Document(where, envelope.project, envelope.name, envelope.spec))
+            documents.append(document)
     if problems:
         raise ManifestInvalid(problems)
     return documents

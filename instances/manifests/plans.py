@@ -1,53 +1,34 @@
-"""Plans: what applying one document would do, as diff lines and the service calls behind them.
-
-Planning only reads. Before anything is written it checks every document (the operator role,
-the spec against the API schema with names replaced by ids, the ids the project may use, and
-that only fields the services can change differ) and raises every problem together.
+"""An instance's plan: what applying its document would do, as diff lines and the service calls
+behind them. Planning only reads: it checks the spec against the API schema (names replaced by
+ids), the ids the project may use, and that only fields the services can change differ, and
+raises every problem together.
 """
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import Http404
-from pydantic import ValidationError as SchemaValidationError
+from django.core.exceptions import ValidationError
 
-from instances.access import project_for_user
 from instances.api.requests import instance_request
-from instances.choices import LinkState, Role
+from instances.choices import LinkState
 from instances.manifests.diffs import CONFIRM_PRIMARY, plan_update
 from instances.manifests.documents import Document
-from instances.manifests.errors import ManifestInvalid, Problem, schema_problems, service_problems
+from instances.manifests.errors import ManifestInvalid, Problem, service_problems
 from instances.manifests.references import names_to_ids
 from instances.manifests.schemas import InstanceSpec
+from instances.manifests.specs import spec_checked
 from instances.manifests.steps import Plan, Step
 from instances.models import Instance, Project
 from instances.services import network
 from instances.services.instances import STARTS_ON_CREATE, InstanceRequest, instance_create
 
 
-def plans_make(*, documents: list[Document], actor: AbstractBaseUser) -> list[Plan]:
-    plans: list[Plan] = []
-    problems: list[Problem] = []
-    for document in documents:
-        try:
-            plans.append(_plan(document, actor))
-        except ManifestInvalid as invalid:
-            problems += invalid.problems
-    if problems:
-        raise ManifestInvalid(problems)
-    return plans
-
-
-def _plan(document: Document, actor: AbstractBaseUser) -> Plan:
-    where = document.where
-    try:
-        project, _ = project_for_user(actor, document.project, Role.OPERATOR)
-    except (Http404, PermissionDenied) as error:
-        raise ManifestInvalid([Problem(where, "project", str(error))]) from None
-    spec = _checked_spec(document, project)
+def plan_instance(document: Document, project: Project, actor: AbstractBaseUser) -> Plan:
+    """An instance's plan: created whole, or changed where a service can change it."""
+    raw, unknown = names_to_ids({**document.spec}, project)
+    spec = spec_checked(document, InstanceSpec, raw, unknown)
     try:
         request = instance_request(project, spec)
     except ValidationError as error:
-        raise ManifestInvalid(service_problems(error, where)) from None
+        raise ManifestInvalid(service_problems(error, document.where)) from None
     label = f"{project.slug}/{document.name}"
     instance = project.instances.filter(name=document.name).first()
     if instance is None:
@@ -55,29 +36,6 @@ def _plan(document: Document, actor: AbstractBaseUser) -> Plan:
     return plan_update(
         document=document, label=label, instance=instance, actor=actor, spec=spec, request=request
     )
-
-
-def _checked_spec(document: Document, project: Project) -> InstanceSpec:
-    where = document.where
-    if "name" in document.spec:
-        message = "Give the name once, at the top of the document, not in spec."
-        raise ManifestInvalid([Problem(where, "name", message)])
-    raw, unknown = names_to_ids({"name": document.name, **document.spec}, project)
-    problems = [Problem(where, path, message) for path, message in unknown.items()]
-    try:
-        spec = InstanceSpec.model_validate(raw)
-    except SchemaValidationError as error:
-        # A name that was not found is reported once, not again as "not an integer".
-        problems += [
-            problem
-            for problem in schema_problems(error, where)
-            if not any(
-                problem.path == path or problem.path.startswith(f"{path}-") for path in unknown
-            )
-        ]
-    if problems:
-        raise ManifestInvalid(problems)
-    return spec
 
 
 def _plan_create(

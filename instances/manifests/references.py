@@ -24,6 +24,14 @@ def _id_of(queryset: QuerySet, name: str, message: str) -> int:
     return ids[0]
 
 
+def id_of(queryset: QuerySet, name: str, message: str) -> tuple[int | str, str]:
+    """The id of the object called `name`, or the name back with why it was not found."""
+    try:
+        return _id_of(queryset, name, message), ""
+    except ValidationError as error:
+        return name, error.messages[0]
+
+
 def names_to_ids(spec: dict[str, Any], project: Project) -> tuple[dict[str, Any], dict[str, str]]:
     """A copy of the raw spec with every name replaced by its id, and the names that are not
     found keyed by field path. Values that are neither names nor ids are left to the schema."""

@@ -2,7 +2,7 @@
 `run_stratgy` is an error), with an interface's link state added. Every rule and message is the
 API's own."""
 
-from typing import Any, Literal
+from typing import Any
 
 from ninja import Field, Schema
 from pydantic import ConfigDict
@@ -17,7 +17,7 @@ class DocumentIn(Schema):
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["Instance"]
+    kind: Text = Field(description="Instance, Subnet, SSHKey, Disk, ElasticIP, Image, ...")
     project: Slug
     name: Text
     spec: dict[str, Any]

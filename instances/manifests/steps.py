@@ -6,11 +6,11 @@ from dataclasses import dataclass, field
 from django.core.exceptions import ValidationError
 
 from instances.errors import ActionRefused
-from instances.manifests.documents import Document
+from instances.manifests.documents import Document, kind_label
 from instances.manifests.errors import Problem, service_problems
 
 # How a plan's header marks what happens to the instance.
-MARKS = {"create": "+", "change": "~", "unchanged": " "}
+MARKS = {"create": "+", "change": "~", "unchanged": " ", "delete": "-"}
 
 
 @dataclass(frozen=True)
@@ -31,8 +31,8 @@ class Step:
 
 @dataclass
 class Plan:
-    """What one document changes: `verb` is create, change or unchanged; `lines` the diff,
-    `steps` the calls, in the order they run."""
+    """What one document changes: `verb` is create, change, unchanged or delete (pruned);
+    `lines` the diff, `steps` the calls, in the order they run."""
 
     document: Document
     label: str
@@ -41,5 +41,5 @@ class Plan:
     steps: list[Step] = field(default_factory=list)
 
     def diff(self) -> list[str]:
-        header = f"{MARKS[self.verb]} instance {self.label} ({self.verb})"
+        header = f"{MARKS[self.verb]} {kind_label(self.document.kind)} {self.label} ({self.verb})"
         return [header, *(f"    {line}" for line in self.lines)]

@@ -9,8 +9,8 @@ from typing import Any
 import yaml
 
 from instances.manifests.errors import Problem
+from instances.manifests.lines import Path, field_lines
 
-Path = tuple[str | int, ...]
 _MISSING = object()
 
 
@@ -22,27 +22,13 @@ def dotted(path: Path) -> str:
     return text.lstrip(".")
 
 
-def _lines(node: yaml.Node, path: Path, found: dict[Path, int]) -> None:
-    if isinstance(node, yaml.MappingNode):
-        for key, value in node.value:
-            if isinstance(key, yaml.ScalarNode):
-                found[(*path, key.value)] = key.start_mark.line + 1
-                _lines(value, (*path, key.value), found)
-    elif isinstance(node, yaml.SequenceNode):
-        for index, item in enumerate(node.value):
-            found[(*path, index)] = item.start_mark.line + 1
-            _lines(item, (*path, index), found)
-
-
 class Fields:
     """One document: `get` reads a field (and marks it read), `problem` locates a message at a
     field's line, `leftover` lists the fields nobody read."""
 
     def __init__(self, source: str, start: int, data: dict[str, Any], node: yaml.Node | None):
         self.source, self.start, self.data = source, start, data
-        self.lines: dict[Path, int] = {}
-        if node is not None:
-            _lines(node, (), self.lines)
+        self.lines: dict[Path, int] = field_lines(node) if node is not None else {}
         self.read: set[Path] = set()
 
     def get(self, *path: str | int, default: Any = None) -> Any:

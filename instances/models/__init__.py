@@ -7,6 +7,7 @@ from .image_imports import ImageImport
 from .images import Image
 from .keys import SSHKey
 from .machines import Instance
+from .manifests import ManagedObject
 from .network import ElasticIP, IPLease, NetworkInterface, Subnet
 from .projects import Membership, Project
 from .registries import RegistryCredential
@@ -26,6 +27,7 @@ __all__ = [
     "Image",
     "ImageImport",
     "Instance",
+    "ManagedObject",
     "Membership",
     "NetworkInterface",
     "Project",

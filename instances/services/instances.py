@@ -320,9 +320,10 @@ def instance_set_run_strategy(
         power.instance_shutdown(instance=instance, actor=actor)
 
 
-def instance_delete(*, instance: Instance, actor: AbstractBaseUser) -> None:
-    """Delete a stopped instance: its root disk and machine files go, secondary disks stay
-    (detached) and its addresses return to the subnets."""
+def instance_delete(*, instance: Instance, actor: AbstractBaseUser, force: bool = False) -> None:
+    """Delete a stopped instance (`force`: a running one too, its machine ended): its root disk
+    and machine files go, secondary disks stay (detached) and its addresses return to the
+    subnets."""
     with transaction.atomic():
         # decided on the row as it is now, under the lock that Start's claim takes too: a start
         # asked at the same moment either waits and finds no instance, or goes first and this
@@ -330,7 +331,7 @@ def instance_delete(*, instance: Instance, actor: AbstractBaseUser) -> None:
         fresh = Instance.objects.select_for_update().filter(pk=instance.pk).first()
         if fresh is None:
             raise ActionRefused(f"Instance {instance.name} is already deleted.")
-        actions.require(actions.delete(fresh, project_role(actor, instance.project)))
+        actions.require(actions.delete(fresh, project_role(actor, instance.project), force=force))
         audit_record(
             actor=actor, action="instance.delete", project=instance.project, target=instance
         )

@@ -1,5 +1,5 @@
-"""`manage.py apply -f instance.yaml --user USERNAME [--dry-run]`: make instances match their
-manifests, through the services (instances.manifests does the work)."""
+"""`manage.py apply -f manifest.yaml --user USERNAME [--dry-run] [--prune [--force]]`: make a
+project's objects match their manifests, through the services (instances.manifests works)."""
 
 import os
 import sys
@@ -22,30 +22,39 @@ from instances.manifests import ManifestInvalid, manifest_apply
 USER_VARIABLE = "ZOPDAY_USER"
 
 HELP = """\
-Create or update instances, with their disks and network interfaces, from YAML manifests.
+Create or update a project's objects from YAML manifests: subnets, SSH keys, images (from a
+URL), disks, instances, Elastic IPs and provisioning jobs (kind: Subnet, SSHKey, Image, Disk,
+Instance, ElasticIP, ProvisioningJob). `manage.py export` writes them, and a project page's
+Export YAML too; applying an export changes nothing.
 
-Each document (documents are separated by ---) declares one instance:
+Each document (documents are separated by ---) declares one object; on the demo install:
 
   kind: Instance
   project: demo
   name: web-1
   spec:
     zone: local-1a
-    run_strategy: Always
-    root_image: demo            # images, subnets and SSH keys by name or id
-    root_size_gb: 2
+    root_image: ZopDay demo guest   # images, subnets and SSH keys by name or id
+    root_size_gb: 1
     disks:
-      - {name: web-1-data, size_gb: 10}
+      - {name: web-1-data, size_gb: 2}
     nics:
-      - {subnet: backend}       # eth0
-      - {subnet: backend, model: e1000}
+      - {subnet: default}           # eth0
+      - {subnet: default, model: e1000}
 
-spec takes the fields of the API's instance body (InstanceIn, DiskIn, NicIn) with the API's
-messages, and refuses fields it does not know; an interface also takes link (up or down) and
-confirm_primary. A missing instance is created. An existing one is changed only where it
-differs: run strategy, disk sizes, disks and interfaces added or left out (left-out disks are
-detached, not deleted), link states; other fields are fixed at creation. Every document is
-checked before anything changes, and either all changes are kept or none.
+spec takes the fields of the API's body of that kind (for an instance InstanceIn, DiskIn,
+NicIn) with the API's messages, and refuses fields it does not know; a problem names the line
+of its field. An Elastic IP's nic is instance/eth0.
+
+An interface also takes link (up or down) and confirm_primary. A missing object is created.
+An existing instance is changed only where it differs: run strategy, disk sizes, disks and
+interfaces added or left out (left-out disks are detached, not deleted), link states; other
+fields are fixed at creation. Every document is checked, and either all changes are kept or
+none.
+
+With --prune, the objects apply made (or took over) in the manifests' projects that no
+document declares any more are deleted, after the rest; the dry run lists them first. A
+running instance is refused unless --force. What the console or the API made is never pruned.
 
 A kubevirt.io/v1 VirtualMachine (with the Secret and NetworkAttachmentDefinitions it uses) is
 taken as an instance too, as the instance page's Export YAML writes it: its run strategy, CPU
@@ -80,13 +89,27 @@ class Command(BaseCommand):
             action="store_true",
             help="Print the diff and check every change, but change nothing.",
         )
+        parser.add_argument(
+            "--prune", action="store_true",
+            help="Also delete what apply made in these projects that no document declares now.",
+        )  # fmt: skip
+        parser.add_argument(
+            "--force", action="store_true", help="With --prune: delete running instances too."
+        )
+        parser.add_argument(
+            "--project", action="append", default=[], metavar="SLUG",
+            help="With --prune: a project to prune even if no document names it any more.",
+        )  # fmt: skip
 
     def handle(self, *args: object, **options: Any) -> None:
         actor = _user(options["user"])
         sources = [source for name in options["filename"] for source in _sources(name)]
         dry_run = bool(options["dry_run"])
         try:
-            plans = manifest_apply(sources=sources, actor=actor, dry_run=dry_run)
+            plans = manifest_apply(
+                sources=sources, actor=actor, dry_run=dry_run, prune=bool(options["prune"]),
+                force=bool(options["force"]), projects=tuple(options["project"]),
+            )  # fmt: skip
         except ManifestInvalid as invalid:
             for problem in invalid.problems:
                 self.stderr.write(str(problem))
@@ -99,13 +122,15 @@ class Command(BaseCommand):
                 self.stdout.write(line)
         verbs = Counter(plan.verb for plan in plans)
         if dry_run:
+            pruned = f", {verbs['delete']} to delete" if options["prune"] else ""
             self.stdout.write(
                 f"Dry run, nothing changed: {verbs['create']} to create, {verbs['change']} to "
-                f"change, {verbs['unchanged']} unchanged."
+                f"change{pruned}, {verbs['unchanged']} unchanged."
             )
         else:
+            pruned = f", {verbs['delete']} deleted" if options["prune"] else ""
             self.stdout.write(
-                f"Applied: {verbs['create']} created, {verbs['change']} changed, "
+                f"Applied: {verbs['create']} created, {verbs['change']} changed{pruned}, "
                 f"{verbs['unchanged']} unchanged."
             )
 

@@ -80,7 +80,7 @@ def test_a_dry_run_finds_what_only_the_services_check(refused, apply, subnet):
     )
     refusal = refused(other, "--dry-run")
     assert refusal.problems == [
-        "instance.yaml:1 (instance web-2): nics-0-mac: 52:54:00:aa:bb:cc is already used by "
+        "instance.yaml:11 (instance web-2): nics-0-mac: 52:54:00:aa:bb:cc is already used by "
         "another interface."
     ]
     assert not Instance.objects.filter(name="web-2").exists()
@@ -94,8 +94,8 @@ def test_one_refused_document_keeps_every_other_from_being_applied(refused, appl
     third = MANIFEST.replace("web-1", "web-3").replace("root_size_gb: 2", "root_size_gb: 0")
     refusal = refused("---\n".join([first, second, third]))
     assert refusal.problems == [
-        "instance.yaml:14 (instance web-2): zone: Choose one of the zones: local-1a, local-1b.",
-        "instance.yaml:26 (instance web-3): root_size_gb: Disk size must be between 1 and 16384 GB.",
+        "instance.yaml:18 (instance web-2): zone: Choose one of the zones: local-1a, local-1b.",
+        "instance.yaml:32 (instance web-3): root_size_gb: Disk size must be between 1 and 16384 GB.",
     ]
     assert rows() == before
     instance = Instance.objects.get()

@@ -1,10 +1,12 @@
 """`manage.py apply`: who acts, where the manifests come from, and its help."""
 
 import io
+import textwrap
 
 import pytest
 from django.core.management import CommandError, call_command
 
+from instances.management.commands.apply import HELP
 from instances.models import Instance
 from tests.instances.manifests.conftest import MANIFEST
 
@@ -65,7 +67,7 @@ def test_problems_name_the_file_they_are_in(manifests):
     err = io.StringIO()
     with pytest.raises(CommandError, match="Nothing was applied: 1 problem."):
         call_command("apply", "-f", "deploy", "--user", "operator", stderr=err)
-    assert err.getvalue().startswith("deploy/web-2.yml:1 (instance web-2): root_size_gb: ")
+    assert err.getvalue().startswith("deploy/web-2.yml:7 (instance web-2): root_size_gb: ")
     assert not Instance.objects.exists()
 
 
@@ -86,3 +88,14 @@ def test_the_help_shows_an_example_manifest(capsys):
     text = capsys.readouterr().out
     assert "  kind: Instance\n  project: demo\n  name: web-1\n" in text
     assert "--dry-run" in text and "ZOPDAY_USER" in text
+
+
+def test_the_example_in_the_help_applies_on_the_demo_install(tmp_path, monkeypatch):
+    """The manifest `apply --help` shows works on what `manage.py seed_demo` makes."""
+    call_command("seed_demo", stdout=io.StringIO())
+    example = HELP.split("on the demo install:\n\n", 1)[1].split("\n\n", 1)[0]
+    (tmp_path / "web-1.yaml").write_text(textwrap.dedent(example))
+    out = io.StringIO()
+    call_command("apply", "-f", str(tmp_path / "web-1.yaml"), "--user", "admin", stdout=out)
+    assert out.getvalue().splitlines()[0] == "+ instance demo/web-1 (create)"
+    assert Instance.objects.get(name="web-1").nics.count() == 2

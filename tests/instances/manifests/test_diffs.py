@@ -10,7 +10,12 @@ from tests.instances.manifests.conftest import MANIFEST
 
 pytestmark = pytest.mark.django_db
 
-WHERE = "instance.yaml:1 (instance web-1)"
+
+def at(line: int) -> str:
+    """Where a problem of web-1 is: the line of its field."""
+    return f"instance.yaml:{line} (instance web-1)"
+
+
 TWO_NICS = MANIFEST.replace(
     "    - {subnet: backend}", "    - {subnet: backend}\n    - {subnet: backend}"
 )
@@ -125,7 +130,7 @@ def test_link_states_follow_the_manifest(apply, created):
 def test_taking_eth0_down_needs_confirm_primary(apply, refused, created):
     down = MANIFEST.replace("{subnet: backend}", "{subnet: backend, link: down}")
     assert refused(down).problems == [
-        f"{WHERE}: nics-0-link: eth0 is the primary interface: taking its link down can cut "
+        f"{at(11)}: nics-0-link: eth0 is the primary interface: taking its link down can cut "
         "the instance off the network. Confirm to continue. (Set confirm_primary: true on this "
         "interface to take it down anyway.)"
     ]
@@ -142,13 +147,13 @@ def test_what_the_instance_was_created_with_cannot_change(refused, created):
         .replace("{subnet: backend}", "{subnet: backend, ipv4: 10.20.0.7}")
     )
     assert refusal.problems == [
-        f"{WHERE}: vcpus: Cannot change on an existing instance: web-1 has 1, the manifest says "
+        f"{at(5)}: vcpus: Cannot change on an existing instance: web-1 has 1, the manifest says "
         "2. Keep 1, or create a new instance under another name.",
-        f"{WHERE}: bootloader: Cannot change on an existing instance: web-1 has bios, the "
+        f"{at(6)}: bootloader: Cannot change on an existing instance: web-1 has bios, the "
         "manifest says uefi. Keep bios, or create a new instance under another name.",
-        f"{WHERE}: disks-0-bus: A disk's bus cannot change: web-1-data has auto, the manifest "
+        f"{at(12)}: disks-0-bus: A disk's bus cannot change: web-1-data has auto, the manifest "
         "says sata. Keep auto, or add a new disk under another name.",
-        f"{WHERE}: nics-0-ipv4: An interface's ipv4 cannot change: eth0 has 10.20.0.2, the "
+        f"{at(14)}: nics-0-ipv4: An interface's ipv4 cannot change: eth0 has 10.20.0.2, the "
         "manifest says 10.20.0.7. Keep 10.20.0.2, or remove the interface and add a new one.",
     ]
     created.refresh_from_db()
@@ -162,7 +167,7 @@ def test_a_disk_does_not_shrink_and_nothing_else_is_applied(refused, created):
         )
     )
     assert refusal.problems == [
-        f"{WHERE}: disks-0-size_gb: Disks can only grow: enter more than the current 10 GB."
+        f"{at(10)}: disks-0-size_gb: Disks can only grow: enter more than the current 10 GB."
     ]
     created.refresh_from_db()
     assert created.run_strategy == "Manual"
@@ -172,7 +177,7 @@ def test_interfaces_are_removed_only_from_a_stopped_instance(apply, refused, cre
     apply(TWO_NICS)
     Instance.objects.filter(pk=created.pk).update(power_state=PowerState.RUNNING)
     assert refused(MANIFEST).problems == [
-        f"{WHERE}: nics: Stop the instance before removing an interface. (eth1 is not in the "
+        f"{at(10)}: nics: Stop the instance before removing an interface. (eth1 is not in the "
         "manifest)"
     ]
     assert created.nics.count() == 2
@@ -180,4 +185,4 @@ def test_interfaces_are_removed_only_from_a_stopped_instance(apply, refused, cre
 
 def test_an_instance_keeps_at_least_one_interface(refused, created):
     refusal = refused(MANIFEST.replace("  nics:\n    - {subnet: backend}\n", "  nics: []\n"))
-    assert refusal.problems == [f"{WHERE}: nics: Attach the instance to at least one subnet."]
+    assert refusal.problems == [f"{at(10)}: nics: Attach the instance to at least one subnet."]

@@ -8,7 +8,10 @@ from tests.instances.manifests.conftest import MANIFEST
 
 pytestmark = pytest.mark.django_db
 
-WHERE = "instance.yaml:1 (instance web-1)"
+
+def at(line: int) -> str:
+    """Where a problem of web-1 is: the line of its field."""
+    return f"instance.yaml:{line} (instance web-1)"
 
 
 def api_body(subnet, image, **fields):
@@ -55,11 +58,11 @@ def test_unknown_fields_are_refused_wherever_they_are(refused):
         .replace("{subnet: backend}", "{subnet: backend, vlan: 3}")
     )
     refusal = refused(manifest)
-    assert refusal.problems == ["instance.yaml:1: labels: Extra inputs are not permitted"]
+    assert refusal.problems == ["instance.yaml:2: labels: Extra inputs are not permitted"]
     refusal = refused(manifest.replace("labels: {}\n", ""))
     assert refusal.problems == [
-        f"{WHERE}: nics-0-vlan: Extra inputs are not permitted",
-        f"{WHERE}: run_stratgy: Extra inputs are not permitted",
+        f"{at(12)}: nics-0-vlan: Extra inputs are not permitted",
+        f"{at(5)}: run_stratgy: Extra inputs are not permitted",
     ]
     assert_nothing_created()
 
@@ -70,15 +73,16 @@ def test_wrong_types_get_the_apis_messages_at_the_apis_paths(refused, api, subne
     )
     refusal = refused(manifest)
     assert refusal.problems == [
-        f"{WHERE}: root_size_gb: Input should be a valid integer, unable to parse string as an integer",
-        f"{WHERE}: nics-0-ipv4: Input should be a valid string",
+        f"{at(7)}: root_size_gb: Input should be a valid integer, unable to parse string as an integer",
+        f"{at(11)}: nics-0-ipv4: Input should be a valid string",
     ]
     body = api_body(
         subnet, image, root_size_gb="large", nics=[{"subnet": subnet.pk, "ipv4": ["10.20.0.9"]}]
     )
     errors = api.post("/projects/alpha/instances", body).json()["errors"]
     assert [
-        f"{WHERE}: {path}: {messages[0]}" for path, messages in errors.items()
+        f"{at({'root_size_gb': 7}.get(path, 11))}: {path}: {messages[0]}"
+        for path, messages in errors.items()
     ] == refusal.problems
     assert_nothing_created()
 
@@ -86,7 +90,7 @@ def test_wrong_types_get_the_apis_messages_at_the_apis_paths(refused, api, subne
 def test_invalid_values_get_the_apis_messages(refused, api, subnet, image):
     refusal = refused(MANIFEST.replace("  zone:", "  run_strategy: Sometimes\n  zone:"))
     assert refusal.problems == [
-        f"{WHERE}: run_strategy: Input should be 'Always', 'Manual', 'RerunOnFailure', 'Once' or 'Halted'"
+        f"{at(5)}: run_strategy: Input should be 'Always', 'Manual', 'RerunOnFailure', 'Once' or 'Halted'"
     ]
     errors = api.post(
         "/projects/alpha/instances", api_body(subnet, image, run_strategy="Sometimes")
@@ -102,8 +106,8 @@ def test_values_the_services_refuse_get_their_messages_too(refused, api, subnet,
         )
     )
     assert refusal.problems == [  # a wrong zone hides no other mistake
-        f"{WHERE}: nics-0-mac: Use colon notation for MAC addresses: 52:54:00:12:34:56, not 52-54-00-12-34-56.",
-        f"{WHERE}: zone: Choose one of the zones: local-1a, local-1b.",
+        f"{at(11)}: nics-0-mac: Use colon notation for MAC addresses: 52:54:00:12:34:56, not 52-54-00-12-34-56.",
+        f"{at(5)}: zone: Choose one of the zones: local-1a, local-1b.",
     ]
     body = api_body(subnet, image, zone="mars-1")
     assert api.post("/projects/alpha/instances", body).json()["errors"] == {
@@ -113,7 +117,7 @@ def test_values_the_services_refuse_get_their_messages_too(refused, api, subnet,
         MANIFEST.replace("{subnet: backend}", "{subnet: backend, mac: 52-54-00-12-34-56}")
     )
     assert refusal.problems == [
-        f"{WHERE}: nics-0-mac: Use colon notation for MAC addresses: 52:54:00:12:34:56, not 52-54-00-12-34-56."
+        f"{at(11)}: nics-0-mac: Use colon notation for MAC addresses: 52:54:00:12:34:56, not 52-54-00-12-34-56."
     ]
     assert_nothing_created()
 
@@ -121,9 +125,10 @@ def test_values_the_services_refuse_get_their_messages_too(refused, api, subnet,
 def test_a_document_must_say_what_it_is_and_where_it_goes(refused):
     refusal = refused("kind: Pod\nname: web-1\nspec: [zone]\n")
     assert refusal.problems == [
-        "instance.yaml:1: kind: Input should be 'Instance'",
         "instance.yaml:1: project: Field required",
-        "instance.yaml:1: spec: Input should be a valid dictionary",
+        "instance.yaml:3: spec: Input should be a valid dictionary",
+        "instance.yaml:1: kind: Give one of the kinds Subnet, SSHKey, Image, Disk, Instance, "
+        "ElasticIP, ProvisioningJob.",
     ]
     refusal = refused("- kind: Instance\n")
     assert refusal.problems == [
@@ -133,21 +138,21 @@ def test_a_document_must_say_what_it_is_and_where_it_goes(refused):
 
 def test_an_empty_manifest_is_refused(refused):
     assert refused("# nothing yet\n").problems == [
-        "instance.yaml: No documents: expected at least one kind: Instance."
+        "instance.yaml: No documents: expected at least one, such as kind: Instance."
     ]
 
 
 def test_the_name_is_given_once_at_the_top(refused):
     refusal = refused(MANIFEST.replace("  zone:", "  name: web-2\n  zone:"))
     assert refusal.problems == [
-        f"{WHERE}: name: Give the name once, at the top of the document, not in spec."
+        f"{at(5)}: name: Give the name once, at the top of the document, not in spec."
     ]
 
 
 def test_an_instance_declared_twice_is_refused(refused):
     refusal = refused(MANIFEST + "---\n" + MANIFEST)
     assert refusal.problems == [
-        "instance.yaml:13 (instance web-1): name: web-1 is declared twice: also at "
+        "instance.yaml:15 (instance web-1): name: web-1 is declared twice: also at "
         "instance.yaml:1 (instance web-1)."
     ]
 
@@ -157,8 +162,8 @@ def test_the_problems_of_every_document_are_reported_together(refused):
     third = MANIFEST.replace("web-1", "web-3").replace("  zone:", "  vcpus: many\n  zone:")
     refusal = refused(MANIFEST + "---\n" + second + "---\n" + third)
     assert refusal.problems == [
-        "instance.yaml:13 (instance web-2): root_size_gb: Input should be a valid integer, unable to parse string as an integer",
-        "instance.yaml:25 (instance web-3): vcpus: Input should be a valid integer, unable to parse string as an integer",
+        "instance.yaml:19 (instance web-2): root_size_gb: Input should be a valid integer, unable to parse string as an integer",
+        "instance.yaml:29 (instance web-3): vcpus: Input should be a valid integer, unable to parse string as an integer",
     ]
     assert refusal.error == "Nothing was applied: 2 problems."
     assert_nothing_created()

@@ -65,7 +65,7 @@ def test_an_owner_may_apply_too(apply, owner):
 def test_a_viewer_is_refused_with_the_apis_message(refused, viewer):
     refusal = refused(MANIFEST, user="viewer")
     assert refusal.problems == [
-        "instance.yaml:1 (instance web-1): project: This needs the operator role in Alpha."
+        "instance.yaml:2 (instance web-1): project: This needs the operator role in Alpha."
     ]
     assert refusal.error == "Nothing was applied: 1 problem."
     assert not Instance.objects.exists()
@@ -73,12 +73,12 @@ def test_a_viewer_is_refused_with_the_apis_message(refused, viewer):
 
 def test_an_outsider_does_not_see_the_project(refused, outsider):
     refusal = refused(MANIFEST, user="outsider")
-    assert refusal.problems == ["instance.yaml:1 (instance web-1): project: No such project."]
+    assert refusal.problems == ["instance.yaml:2 (instance web-1): project: No such project."]
 
 
 def test_a_missing_project_is_named(refused):
     refusal = refused(MANIFEST.replace("project: alpha", "project: nowhere"))
-    assert refusal.problems == ["instance.yaml:1 (instance web-1): project: No such project."]
+    assert refusal.problems == ["instance.yaml:2 (instance web-1): project: No such project."]
 
 
 def test_unknown_names_get_the_apis_messages_for_unknown_ids(refused, other_project):
@@ -92,9 +92,9 @@ def test_unknown_names_get_the_apis_messages_for_unknown_ids(refused, other_proj
     )
     refusal = refused(manifest)
     assert refusal.problems == [
-        "instance.yaml:1 (instance web-1): root_image: Choose an image of this project or a shared one.",
-        "instance.yaml:1 (instance web-1): ssh_keys: Choose SSH keys of this project.",
-        "instance.yaml:1 (instance web-1): nics-0-subnet: Choose a subnet of this project.",
+        "instance.yaml:6 (instance web-1): root_image: Choose an image of this project or a shared one.",
+        "instance.yaml:8 (instance web-1): ssh_keys: Choose SSH keys of this project.",
+        "instance.yaml:12 (instance web-1): nics-0-subnet: Choose a subnet of this project.",
     ]
     refusal = refused(
         manifest.replace("theirs", "demo")
@@ -102,7 +102,7 @@ def test_unknown_names_get_the_apis_messages_for_unknown_ids(refused, other_proj
         .replace("  ssh_keys: [laptop]\n", "")
     )
     assert refusal.problems == [
-        "instance.yaml:1 (instance web-1): disks-0-image: Choose an image of this project or a shared one."
+        "instance.yaml:9 (instance web-1): disks-0-image: Choose an image of this project or a shared one."
     ]
     assert not Instance.objects.exists()
 
@@ -122,7 +122,7 @@ def test_a_link_down_on_an_instance_that_starts_at_once_is_refused(refused):
     )
     refusal = refused(manifest)
     assert refusal.problems == [
-        "instance.yaml:1 (instance web-1): nics-0-link: With run strategy Always the instance "
+        "instance.yaml:12 (instance web-1): nics-0-link: With run strategy Always the instance "
         "starts as it is created, with every link up; create it with the link up and apply "
         "link: down once it runs, or create it with run strategy Manual."
     ]
