@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('instances', '0023_instance_node'),
+        ('instances', '0024_managed_objects'),
     ]
 
     operations = [
