@@ -72,3 +72,19 @@ class GitSourceAdmin(ProjectScopedAdmin):
     search_fields = ["url", "project__slug"]
     readonly_fields = ["webhook_id", "applied_sha", "checked_at"]
     inlines = [GitSyncInline]
+
+
+@admin.register(GitSync)
+class GitSyncAdmin(ProjectScopedAdmin):
+    """Syncs are records: shown, never changed."""
+
+    project_path = "source__project"
+    list_display = ["started_at", "source", "trigger", "status", "sha", "subject"]
+    list_filter = ["status", "trigger"]
+    search_fields = ["sha", "subject", "source__project__slug"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
