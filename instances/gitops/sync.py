@@ -54,7 +54,10 @@ def _release(source_id: int) -> None:
     requested = GitSource.objects.filter(pk=source_id, sync_requested_at__isnull=False).exists()
     if requested:
         current_app.send_task(
-            SYNC_TASK, args=[source_id, SyncTrigger.MANUAL, ""], ignore_result=True
+            SYNC_TASK,
+            args=[source_id, SyncTrigger.MANUAL, ""],
+            queue=settings.ZOPDAY_CLOUD_QUEUE,
+            ignore_result=True,
         )
 
 

@@ -2,6 +2,7 @@
 from a bad commit; the same commit twice changes nothing."""
 
 import pytest
+from django.utils import timezone
 
 from instances.choices import SyncStatus, SyncTrigger
 from instances.models import AuditEvent, GitSource, Instance
@@ -152,8 +153,24 @@ def test_a_poll_records_only_news(repo, sync):
 
 
 def test_a_source_already_syncing_is_not_synced_twice(source, sync):
-    from django.utils import timezone
-
     GitSource.objects.filter(pk=source.pk).update(sync_started_at=timezone.now())
     assert sync() is None
     assert not source.syncs.exists()
+
+
+def test_a_sync_asked_for_while_one_ran_runs_again_after_it(source, sync, monkeypatch):
+    from instances.gitops import sync as sync_module
+
+    sent = []
+    monkeypatch.setattr(
+        sync_module.current_app, "send_task", lambda name, args, **_: sent.append((name, args))
+    )
+    real_run = sync_module._run
+
+    def run_and_meanwhile_a_push(source_row, record):  # type: ignore[no-untyped-def]
+        GitSource.objects.filter(pk=source.pk).update(sync_requested_at=timezone.now())
+        return real_run(source_row, record)
+
+    monkeypatch.setattr(sync_module, "_run", run_and_meanwhile_a_push)
+    sync()
+    assert sent == [("instances.gitops_sync", [source.pk, "manual", ""])]
