@@ -8,6 +8,7 @@ from django.http import HttpRequest
 from instances import (
     actions,
     admin_clusters,  # noqa: F401  (registers ClusterAdmin)
+    admin_gitops,  # noqa: F401  (registers GitSourceAdmin)
     admin_registries,  # noqa: F401  (registers RegistryCredentialAdmin)
 )
 from instances.access import project_role

@@ -213,3 +213,37 @@ COLOURS[ImportStatus] = {
     ImportStatus.FAILED: "red",
     ImportStatus.CANCELLED: "grey",
 }
+
+
+class GitAuth(models.TextChoices):
+    """How a git source logs in to its repository."""
+
+    NONE = "none", "None (a public repository)"
+    SSH_KEY = "ssh_key", "Deploy key (SSH)"
+    TOKEN = "token", "Access token (HTTPS)"
+
+
+class SyncTrigger(models.TextChoices):
+    SCHEDULE = "schedule", "Schedule"
+    WEBHOOK = "webhook", "Webhook"
+    MANUAL = "manual", "Sync now"
+
+
+class SyncStatus(models.TextChoices):
+    """One sync of a git source: running, then applied (something changed), unchanged, or
+    failed (nothing applied: the fetch or the manifests failed)."""
+
+    RUNNING = "running", "Running"
+    APPLIED = "applied", "Applied"
+    UNCHANGED = "unchanged", "Unchanged"
+    FAILED = "failed", "Failed"
+
+
+SYNC_TRANSITIONAL = frozenset({SyncStatus.RUNNING})
+SYNC_TERMINAL = frozenset({SyncStatus.APPLIED, SyncStatus.UNCHANGED, SyncStatus.FAILED})
+COLOURS[SyncStatus] = {
+    SyncStatus.RUNNING: "orange",
+    SyncStatus.APPLIED: "green",
+    SyncStatus.UNCHANGED: "grey",
+    SyncStatus.FAILED: "red",
+}

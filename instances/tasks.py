@@ -14,7 +14,9 @@ from django.db import close_old_connections
 
 from instances.backends import LOCAL_BACKENDS
 from instances.backends.base import BackendError
-from instances.models import Instance
+from instances.choices import SyncTrigger
+from instances.gitops import sync
+from instances.models import GitSource, Instance
 from instances.power_operations import POWER, POWER_OPERATIONS, PowerOperation
 from instances.services import (
     cluster_settle,
@@ -242,3 +244,20 @@ def _hosts() -> set[str]:
     """This host and every other that has local instances."""
     local = Instance.objects.filter(backend__in=LOCAL_BACKENDS)
     return {*local.values_list("host", flat=True).distinct(), settings.ZOPDAY_HOST}
+
+
+@shared_task(name="instances.gitops_sync")
+def gitops_sync(source_id: int, trigger: str, requested_by: str = "") -> None:
+    """One sync of a git source (a source already syncing runs again once it is done)."""
+    sync.git_source_sync(source_id=source_id, trigger=trigger, requested_by=requested_by)
+
+
+@shared_task(name="instances.gitops_poll")
+def gitops_poll() -> None:
+    """The schedule: a sync of every source not syncing now, which records only news."""
+    for source_id in GitSource.objects.filter(sync_started_at__isnull=True).values_list(
+        "pk", flat=True
+    ):
+        gitops_sync.apply_async(
+            args=[source_id, SyncTrigger.SCHEDULE], expires=settings.ZOPDAY_GITOPS_POLL_SECONDS
+        )

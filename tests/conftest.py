@@ -114,6 +114,17 @@ def imports_from_loopback():
     set_for_the_session(ZOPDAY_IMPORT_BLOCKED_NETWORKS=allowed)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def git_sources_from_loopback(tmp_path_factory):
+    """Git sources may fetch the repositories the tests make (file://, git daemon, HTTP on
+    loopback) into a folder of this run: for this process and the workers it starts."""
+    schemes = ["https", "ssh", "http", "git", "file"]
+    folder = tmp_path_factory.mktemp("gitops")
+    os.environ["ZOPDAY_GITOPS_URL_SCHEMES"] = ",".join(schemes)
+    os.environ["ZOPDAY_GITOPS_DIR"] = str(folder)
+    set_for_the_session(ZOPDAY_GITOPS_URL_SCHEMES=schemes, ZOPDAY_GITOPS_DIR=folder)
+
+
 @pytest.fixture(scope="session")
 def machines_root():
     """A short private folder for machine run folders, and a private network namespace, for

@@ -205,6 +205,11 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_DB_REUSE_MAX = 1_000_000
 # How often each host asks the guest agents of its running instances (services.guest_reports).
 ZOPDAY_GUEST_REPORT_SECONDS = envint("ZOPDAY_GUEST_REPORT_SECONDS", 30)
+# Git sources: fetched every POLL_SECONDS (and on a webhook) into DIR, from URL_SCHEMES only.
+ZOPDAY_GITOPS_POLL_SECONDS = envint("ZOPDAY_GITOPS_POLL_SECONDS", 60)
+ZOPDAY_GITOPS_DIR = Path(env("ZOPDAY_GITOPS_DIR", str(RUN_DIR / "gitops"))).resolve()
+ZOPDAY_GITOPS_URL_SCHEMES = envlist("ZOPDAY_GITOPS_URL_SCHEMES", ["https", "ssh"])
+ZOPDAY_GITOPS_GIT_SECONDS = envint("ZOPDAY_GITOPS_GIT_SECONDS", 120)
 # The run-strategy reconciler: the database follows what hypervisors report within seconds.
 CELERY_BEAT_SCHEDULE = {
     "reconcile-instances": {
@@ -217,6 +222,7 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(ZOPDAY_GUEST_REPORT_SECONDS),
         "options": {"expires": ZOPDAY_GUEST_REPORT_SECONDS},
     },
+    "gitops-poll": {"task": "instances.gitops_poll", "schedule": ZOPDAY_GITOPS_POLL_SECONDS},
 }
 
 # Node-local work (a QEMU process on this host) goes to this host's own queue.

@@ -2,6 +2,7 @@ from .audit import AuditEvent
 from .clusters import Cluster
 from .consoles import ConsoleSession, ConsoleTicket
 from .disks import Disk, DiskSnapshot
+from .gitops import GitSource, GitSync
 from .guest import GuestReport
 from .image_imports import ImageImport
 from .images import Image
@@ -22,6 +23,8 @@ __all__ = [
     "Disk",
     "DiskSnapshot",
     "ElasticIP",
+    "GitSource",
+    "GitSync",
     "GuestReport",
     "IPLease",
     "Image",

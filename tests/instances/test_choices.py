@@ -12,6 +12,7 @@ from instances.choices import (
     ImportStatus,
     Outcome,
     PowerState,
+    SyncStatus,
     colour_of,
 )
 from provisioning.choices import JobStatus, StepStatus
@@ -23,7 +24,15 @@ CSS = (ROOT / "static" / "css" / "zopday.css").read_text()
 
 
 def test_the_status_choice_sets_of_both_apps_have_colours():
-    assert set(COLOURS) == {Outcome, PowerState, CarrierState, ImportStatus, JobStatus, StepStatus}
+    assert set(COLOURS) == {
+        Outcome,
+        PowerState,
+        CarrierState,
+        ImportStatus,
+        SyncStatus,
+        JobStatus,
+        StepStatus,
+    }
 
 
 @pytest.mark.parametrize("choices", list(COLOURS), ids=lambda choices: choices.__name__)
