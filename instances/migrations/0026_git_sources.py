@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('instances', '0023_instance_node'),
+        ('instances', '0025_image_cluster_volumes'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
