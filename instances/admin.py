@@ -27,6 +27,7 @@ from instances.models import (
     ImageImport,
     Instance,
     IPLease,
+    ManagedObject,
     Membership,
     NetworkInterface,
     Project,
@@ -292,6 +293,16 @@ class ImageImportAdmin(ShownOnly, ProjectScopedAdmin):
     list_display = ["name", "project", "status", "bytes_done", "bytes_total", "created_at"]
     list_filter = ["status", "format", "project"]
     search_fields = ["name", "url", "project__slug"]
+    list_select_related = ["project"]
+
+
+@admin.register(ManagedObject)
+class ManagedObjectAdmin(ShownOnly, ProjectScopedAdmin):
+    """What `apply` manages, and so what `apply --prune` may remove: changed only by apply."""
+
+    list_display = ["kind", "name", "project", "applied_at"]
+    list_filter = ["kind", "project"]
+    search_fields = ["name", "project__slug"]
     list_select_related = ["project"]
 
 

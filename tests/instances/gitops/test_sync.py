@@ -68,7 +68,8 @@ def test_a_bad_commit_applies_nothing_and_says_why(repo, sync):
         ": 1 problem."
     )
     assert len(done.problems) == 1
-    assert done.problems[0].startswith("manifests/web-3.yaml:1 (instance web-3): zone: ")
+    # the zone's own line: WEB_1 gives it on line 5
+    assert done.problems[0].startswith("manifests/web-3.yaml:5 (instance web-3): zone: ")
     assert done.files == ["A\tmanifests/web-2.yaml", "A\tmanifests/web-3.yaml"]
     assert list(Instance.objects.values_list("name", flat=True)) == ["web-1"]
     assert GitSource.objects.get().applied_sha == first
