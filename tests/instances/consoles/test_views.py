@@ -1,7 +1,6 @@
 """The console pages, their tickets, the serial log download and the recordings pages."""
 
 import json
-import os
 
 import pytest
 from django.test import Client
