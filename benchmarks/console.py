@@ -12,11 +12,20 @@ baseline talks to it without any proxy. Our proxy runs as in production, with ev
 each websocket brings a fresh single-use ticket and a Django session cookie, is admitted through
 the database (SQLite here), joins a fan-out hub (one per machine: each session gets its own
 machine, as websockify opens one backend connection per session) and is recorded to an asciicast
-file. websockify 0.13 (from pip) runs in its default mode, with `--unix-target`.
+file. websockify 0.13 (from pip) runs in its default mode, with `--unix-target`. Where socat is
+installed, a socat relay (TCP to the unix socket, in C, no websocket) takes its turns too: the
+cost of one more hop on its own, with nothing done in it.
+
+Then IDLE (10,000) sessions at once on the same proxy process, from one asyncio client in a
+thread that answers the proxy's pings: each has its own ticket (minted in one INSERT) and they
+share fan-out hubs two to a machine (5,000 backend connections: one per session would pass the
+20,000 descriptors a process may hold here). It reports KiB per session (PSS), sessions
+admitted per second, and the p50/p99 of one more, active, session's 1 KiB round trips meanwhile.
 
     python benchmarks/console.py [--rounds 2000] [--bulk 128] [--sessions 500]
+        [--idle-sessions 10000] [--profile-proxy FILE]
 
-It ends with `figure:` lines (ratios against websockify measured in the same run).
+It ends with `figure:` lines (ratios against websockify and the direct socket, same run).
 """
 
 import argparse
@@ -239,9 +248,13 @@ class Client:
 class DirectClient:
     """The baseline: the echo backend's unix socket itself."""
 
-    def __init__(self, path: str) -> None:
-        self.sock = socket.socket(socket.AF_UNIX)
-        self.sock.connect(path)
+    def __init__(self, path: str, relay_port: int = 0) -> None:
+        if relay_port:  # the reference: a TCP port that socat relays to that socket
+            self.sock = socket.create_connection(("127.0.0.1", relay_port))
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        else:
+            self.sock = socket.socket(socket.AF_UNIX)
+            self.sock.connect(path)
 
     def read_binary(self, want: int) -> int:
         got = 0
@@ -641,12 +654,21 @@ def main() -> None:
             ended[0] += 1
             scene.wait_sessions_ended(ended[0])
 
+        targets = {
+            "direct socket": lambda: DirectClient(echo),
+            "websockify": lambda: Client(websockify_port, protocols=["binary"]).open("x/y"),
+            "zopday proxy": lambda: scene.connect(ours_port, next(counter) % 2),
+        }
+        if shutil.which("socat"):  # the floor of any relay: one hop in C, no websocket
+            relay_port = free_port()
+            processes.append(subprocess.Popen(
+                ["socat", f"TCP-LISTEN:{relay_port},reuseaddr,fork,nodelay",
+                 f"UNIX-CONNECT:{echo}"], stderr=subprocess.DEVNULL,
+            ))  # fmt: skip
+            wait_for_port(relay_port)
+            targets["socat relay"] = lambda: DirectClient(echo, relay_port)
         results = measure(
-            {
-                "direct socket": lambda: DirectClient(echo),
-                "websockify": lambda: Client(websockify_port, protocols=["binary"]).open("x/y"),
-                "zopday proxy": lambda: scene.connect(ours_port, next(counter) % 2),
-            },
+            targets,
             args.rounds,
             args.bulk,
             {"zopday proxy": after_bulk},
@@ -687,6 +709,11 @@ def main() -> None:
         print(f"figure: console_throughput_vs_direct_socket = "
               f"{ours['mbps'] / direct['mbps']:.2f} x")  # fmt: skip
         print(f"figure: console_p50_vs_direct_socket = {ours['p50'] / direct['p50']:.2f} x")
+        if "socat relay" in results:
+            relay = results["socat relay"]
+            speed, p50 = relay["mbps"] / direct["mbps"], relay["p50"] / direct["p50"]
+            print(f"(socat relay, no websocket: {speed:.2f} x the direct socket's throughput, "
+                  f"{p50:.2f} x its p50)")  # fmt: skip
         if crowd is not None:
             print(f"figure: console_idle_session_memory_10k = {crowd['kib']:.1f} KiB")
             print(f"figure: console_sessions_admitted_per_second = {crowd['per_second']:.0f} /s")
