@@ -662,7 +662,7 @@ def main() -> None:
         if shutil.which("socat"):  # the floor of any relay: one hop in C, no websocket
             relay_port = free_port()
             processes.append(subprocess.Popen(
-                ["socat", f"TCP-LISTEN:{relay_port},reuseaddr,fork,nodelay",
+                ["socat", "-b262144", f"TCP-LISTEN:{relay_port},reuseaddr,fork,nodelay",
                  f"UNIX-CONNECT:{echo}"], stderr=subprocess.DEVNULL,
             ))  # fmt: skip
             wait_for_port(relay_port)
