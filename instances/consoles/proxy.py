@@ -148,12 +148,15 @@ class ConsoleProxy:
             await ws.close(1011, "No route.")
             return
         ticket = ticket_from_subprotocols(_offered_subprotocols(ws.request))
+        session_key = _session_key(ws.request)
+        ws.request.headers.clear()  # the handshake's headers weigh ~5 KiB a session: let go
+        ws.response = None
         if ticket is None:
             ticket = await _first_message(ws)
         try:
             admission = await sync_to_async(console_admit)(
                 ticket=ticket or "",
-                session_key=_session_key(ws.request),
+                session_key=session_key,
                 instance_id=route.instance_id,
                 kind=route.kind,
             )

@@ -28,13 +28,14 @@ class Recorder:
     """Appends one session's output to its part file; finish() writes the asciicast file.
 
     Records are gathered in memory and written at most every FLUSH_SECONDS or FLUSH_BYTES, so a
-    busy console costs one write per batch rather than one per chunk (an idle one costs nothing).
+    busy console costs one write per batch rather than one per chunk. The file is open only
+    while output flows: an idle session holds no file descriptor (10,000 sessions would).
     """
 
     FLUSH_SECONDS = 0.25
     FLUSH_BYTES = 64 * 1024
 
-    __slots__ = ("buffer", "cast", "cols", "fd", "rows", "started", "timer", "title")
+    __slots__ = ("buffer", "cast", "cols", "fd", "finished", "rows", "started", "timer", "title")
 
     def __init__(self, cast: Path, *, title: str, cols: int = 80, rows: int = 24) -> None:
         self.cast = cast
@@ -43,8 +44,8 @@ class Recorder:
         self.started = time.time()
         self.buffer = bytearray()
         self.timer: asyncio.TimerHandle | None = None
+        self.fd, self.finished = -1, False
         cast.parent.mkdir(parents=True, exist_ok=True)
-        self.fd = os.open(part_path(cast), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         header = json.dumps(
             {
                 "version": 2,
@@ -55,7 +56,11 @@ class Recorder:
                 "env": {"TERM": "xterm-256color"},
             }
         ).encode()
-        os.write(self.fd, struct.pack("<I", len(header)) + header)
+        fd = os.open(part_path(cast), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, struct.pack("<I", len(header)) + header)
+        finally:
+            os.close(fd)
 
     def output(self, data: bytes) -> None:
         self._add(OUTPUT, data)
@@ -67,27 +72,35 @@ class Recorder:
         self.buffer += RECORD.pack(time.time() - self.started, kind, len(payload))
         self.buffer += payload
         if len(self.buffer) >= self.FLUSH_BYTES:
-            self.flush()
+            self._write()  # output flows: the file stays open
         elif self.timer is None:
             with contextlib.suppress(RuntimeError):  # no event loop: flushed by finish()
                 self.timer = asyncio.get_running_loop().call_later(self.FLUSH_SECONDS, self.flush)
 
     def flush(self) -> None:
+        """Write what is gathered and close the file (the timer's flush: output has slowed)."""
+        self._write()
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def _write(self) -> None:
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
-        if self.buffer and self.fd >= 0:
+        if self.buffer and not self.finished:
+            if self.fd < 0:
+                self.fd = os.open(part_path(self.cast), os.O_WRONLY | os.O_APPEND)
             os.write(self.fd, self.buffer)
             self.buffer = bytearray()
 
     def finish(self) -> None:
         """Close the part file and turn it into the asciicast file (blocking: run it in a
         thread for long sessions)."""
-        if self.fd < 0:
+        if self.finished:
             return
         self.flush()
-        os.close(self.fd)
-        self.fd = -1
+        self.finished = True
         finish_recording(self.cast)
 
 

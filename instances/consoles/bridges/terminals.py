@@ -228,7 +228,9 @@ class TerminalHub:
     def _output(self, data: bytes) -> None:
         if not self._aligned:
             self._pending += data
-            if len(self._pending) >= ALIGN_BYTES and not self._align_retries:
+            if len(self._pending) > ALIGN_SEARCH_BYTES:  # not logged, it seems: hold no more
+                self._align(final=True)
+            elif len(self._pending) >= ALIGN_BYTES and not self._align_retries:
                 self._align()
             elif self._align_timer is None:
                 loop = asyncio.get_running_loop()
@@ -243,16 +245,15 @@ class TerminalHub:
         if self._align_timer is not None:
             self._align_timer.cancel()
             self._align_timer = None
-        pending = bytes(self._pending)
         gap = b""
-        if self.serial_log is not None and pending:
+        if self.serial_log is not None and self._pending:
             try:
                 with open(self.serial_log, "rb") as serial_log:
                     serial_log.seek(self.position)
                     logged = serial_log.read(ALIGN_SEARCH_BYTES)
             except OSError:
                 logged = b""
-            skipped = logged.find(pending[:ALIGN_BYTES])
+            skipped = logged.find(self._pending[:ALIGN_BYTES])  # the head only, not a copy
             if skipped < 0 and not final and self._align_retries < ALIGN_RETRIES:
                 self._align_retries += 1
                 loop = asyncio.get_running_loop()
@@ -261,9 +262,9 @@ class TerminalHub:
             if skipped > 0:
                 gap = logged[:skipped]
         self._aligned = True
-        self._pending = bytearray()
+        pending, self._pending = self._pending, bytearray()
         if gap or pending:
-            self._deliver(gap + pending)
+            self._deliver(gap + pending if gap else bytes(pending))
 
     def _deliver(self, data: bytes) -> None:
         self.position += len(data)
