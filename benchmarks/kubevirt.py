@@ -355,7 +355,7 @@ def tracking(fake, cluster: Cluster, instance: Instance, args) -> dict[int, dict
     vm = fake.store.get(BY_KIND["VirtualMachine"], namespace, instance.machine_id)
     tracked: list[Instance] = []
     results: dict[int, dict[str, tuple]] = {}
-    for count in (100, 1000):
+    for count in sorted(int(size) for size in args.sizes.split(",")):
         tracked += add_tracked(fake, instance, vm, count - len(tracked))
         names = [one.machine_id for one in tracked]
         results[count] = {}
@@ -395,6 +395,7 @@ def main() -> None:
     parser.add_argument("--track", type=float, default=30.0, help="seconds of each tracking window")
     parser.add_argument("--poll", type=float, default=10.0, help="the poller's interval, s")
     parser.add_argument("--changes", type=float, default=60.0, help="VM changes a minute")
+    parser.add_argument("--sizes", default="10,100,1000", help="instances tracked, in turn")
     parser.add_argument("--poller", type=int, help=argparse.SUPPRESS)  # the child that polls
     args = parser.parse_args()
     if args.poller:
