@@ -23,39 +23,27 @@ import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-WORK = Path(tempfile.mkdtemp(prefix="zp", dir="/tmp"))
 QUEUE = "provisioning-bench"
 os.environ.update(
-    ZOPDAY_RUN_DIR=str(WORK / "run"),
-    REDIS_URL=f"redis+socket://{WORK / 'redis.sock'}",
-    DJANGO_SETTINGS_MODULE="zopday.settings",
-    ZOPDAY_LOG_LEVEL="WARNING",
     ZOPDAY_PROVISIONING_QUEUE=QUEUE,
     ZOPDAY_PROVISIONING_POLL_SECONDS="0.05",
     ZOPDAY_PROVISIONING_RETRY_BASE_SECONDS="0.05",
-    ZOPDAY_DEBUG="false",  # as deployed: Django's debug mode logs every SQL query it runs
 )
-os.environ.pop("DATABASE_URL", None)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import boto3  # noqa: E402
-import django  # noqa: E402
 from botocore.config import Config  # noqa: E402
-
-django.setup()
-
 from django.core.management import call_command  # noqa: E402
+from stack import ROOT, WORK, jobs_settled, provisioning_workers, start_redis  # noqa: E402
 
 from instances.choices import Role  # noqa: E402
 from instances.models import Membership, Project  # noqa: E402
-from provisioning.choices import JOB_TRANSITIONAL, JobStatus  # noqa: E402
+from provisioning.choices import JobStatus  # noqa: E402
 from provisioning.infra import InfraConfig  # noqa: E402
 from provisioning.models import ProvisioningJob  # noqa: E402
 from provisioning.pipeline import job_run_inline  # noqa: E402
@@ -312,17 +300,6 @@ def raw_script(clients: dict[str, Any], n: int) -> float:
     return time.perf_counter() - started
 
 
-def worker_argv(number: int) -> list[str]:
-    return [sys.executable, "-m", "celery", "-A", "zopday", "worker", "--pool", "threads", "-c",
-            "1", "-Q", QUEUE, "-n", f"bench{number}@%h", "--without-gossip", "--without-mingle",
-            "--loglevel", "WARNING"]  # fmt: skip
-
-
-def wait_settled(ids: list[int]) -> None:
-    while ProvisioningJob.objects.filter(pk__in=ids, status__in=JOB_TRANSITIONAL).exists():
-        time.sleep(0.02)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
@@ -330,8 +307,7 @@ def main() -> None:
     args = parser.parse_args()
 
     call_command("migrate", verbosity=0)
-    redis = start(["redis-server", "--port", "0", "--unixsocket", str(WORK / "redis.sock"),
-                   "--save", "", "--appendonly", "no"], "redis.log")  # fmt: skip
+    redis = start_redis()
     port = free_port()
     moto = start([str(VENV_BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)], "moto.log",
                  MOTO_IAM_LOAD_MANAGED_POLICIES="true")  # fmt: skip
@@ -342,8 +318,6 @@ def main() -> None:
         from django.conf import settings
         from django.contrib.auth import get_user_model
 
-        from zopday.celery import app
-
         user = get_user_model().objects.create_user("bench", is_superuser=True)
         project = Project.objects.create(slug="bench", name="Bench")
         Membership.objects.create(project=project, user=user, role=Role.ADMIN)
@@ -351,10 +325,7 @@ def main() -> None:
             project=project, actor=None, name="Sandbox AWS", access_key_id="bench",
             secret_access_key="bench", endpoint_url=url, sandbox=True,
         )  # fmt: skip
-        workers = [start(worker_argv(number), f"worker{number}.log") for number in range(2)]
-        for _ in range(300):
-            if len(app.control.ping(timeout=0.5)) >= 2:
-                break
+        workers = provisioning_workers(QUEUE)
 
         def lb_job(name: str) -> ProvisioningJob:
             config = InfraConfig(load_balancer=True, dns_name=f"app.{name}.example.com")
@@ -379,7 +350,7 @@ def main() -> None:
             """From the job row's creation (job_create, then each step queued on commit and run
             by whichever worker takes it) to its finish, as the job itself records them."""
             job = lb_job(name)
-            wait_settled([job.pk])
+            jobs_settled([job.pk])
             job.refresh_from_db()
             assert job.status == JobStatus.READY, job.message
             assert job.finished_at is not None
@@ -414,7 +385,7 @@ def main() -> None:
                            config=InfraConfig(instance_count=1)).pk
                 for n in range(count)
             ]  # fmt: skip
-            wait_settled(ids)
+            jobs_settled(ids)
             elapsed = time.perf_counter() - started
             jobs = ProvisioningJob.objects.filter(pk__in=ids, status=JobStatus.READY)
             walls = sorted((job.finished_at - job.created_at).total_seconds() for job in jobs)

@@ -72,6 +72,31 @@ def start_services(queues: str) -> list[subprocess.Popen]:
     return [worker, redis]
 
 
+def provisioning_workers(queue: str, count: int = 2) -> list[subprocess.Popen]:
+    """`count` Celery workers on the provisioning queue `queue`, one job at a time each (a
+    threads pool of 1, no gossip or mingle); returns once every one answers a ping."""
+    workers = []
+    for number in range(count):
+        argv = [sys.executable, "-m", "celery", "-A", "zopday", "worker", "--pool", "threads",
+                "-c", "1", "-Q", queue, "-n", f"bench{number}@%h", "--without-gossip",
+                "--without-mingle", "--loglevel", "WARNING"]  # fmt: skip
+        log = (WORK / f"worker{number}.log").open("w")
+        workers.append(subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT))
+    from zopday.celery import app
+
+    wait(lambda: len(app.control.ping(timeout=0.5)) >= count, "the workers", 60, 0.2)
+    return workers
+
+
+def jobs_settled(ids: list[int]) -> None:
+    """Wait until none of the provisioning jobs `ids` is still in a transitional status."""
+    from provisioning.choices import JOB_TRANSITIONAL
+    from provisioning.models import ProvisioningJob
+
+    pending = ProvisioningJob.objects.filter(pk__in=ids, status__in=JOB_TRANSITIONAL)
+    wait(lambda: not pending.exists(), "the jobs", 600, 0.02)
+
+
 def stop_processes(processes: list[subprocess.Popen]) -> None:
     for process in processes:
         process.terminate()

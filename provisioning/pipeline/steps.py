@@ -44,17 +44,34 @@ def _create_vms(run: Run) -> str:
     return run.cloud.wait_until_ready(run.config, run.ctx)
 
 
+def _all_ready(config: InfraConfig) -> bool:
+    return bool(config.vms) and all(vm.state == VmState.READY for vm in config.vms)
+
+
 def _register_space(run: Run) -> str:
-    """Record the environment in the console: its VMs become instances of the project."""
-    vms = run.cloud.describe_vms(run.config, run.ctx)
+    """Record the environment in the console: its VMs become instances of the project. Right
+    after stepCreateVMs found every VM's sentinel (they run, their address and zone are known),
+    the first attempt takes them as recorded; a later attempt asks the cloud again."""
+    known = all(vm.private_ip and vm.zone for vm in run.config.vms)
+    if run.ctx.first_attempt and known and _all_ready(run.config):
+        vms = [
+            {"instance_id": vm.instance_id, "state": "running", "private_ip": vm.private_ip,
+             "zone": vm.zone}
+            for vm in run.config.vms
+        ]  # fmt: skip
+    else:
+        vms = run.cloud.describe_vms(run.config, run.ctx)
     return space_register(job=run.job, config=run.config, vms=vms)
 
 
 def _finalize(run: Run) -> str:
-    states = {vm["instance_id"]: vm["state"] for vm in run.cloud.describe_vms(run.config, run.ctx)}
-    for vm in run.config.vms:
-        if states.get(vm.instance_id) == "running" and vm.state != VmState.READY:
-            vm.state = VmState.READY
+    """Mark the VMs that run as ready; when every one already is, there is nothing to ask."""
+    if not _all_ready(run.config):
+        described = run.cloud.describe_vms(run.config, run.ctx)
+        states = {vm["instance_id"]: vm["state"] for vm in described}
+        for vm in run.config.vms:
+            if states.get(vm.instance_id) == "running" and vm.state != VmState.READY:
+                vm.state = VmState.READY
     run.config.space["ready_at"] = timezone.now().isoformat(timespec="seconds")
     run.ctx.save()
     return f"Ready: {len(run.config.vms)} VM(s) in {run.job.region}."

@@ -464,8 +464,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", "application/json; charset=UTF-8")
         self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        # The headers and the body in one write: two small writes on a kept-alive connection
+        # meet the client's delayed ACK, and a call then takes 40 ms more.
+        self._headers_buffer.append(b"\r\n" + data)
+        self.flush_headers()
 
     do_GET = do_POST = do_DELETE = do_PUT = do_PATCH = _serve
 

@@ -7,6 +7,7 @@ from instances.models import Instance
 from provisioning import pipeline
 from provisioning.choices import JobStatus, StepStatus
 from provisioning.clouds.aws.sdk import client_for
+from provisioning.clouds.context import poll_delays
 from provisioning.infra import InfraConfig
 from provisioning.models import JobStep, ProvisioningJob
 from provisioning.pipeline import job_advance, job_run_inline
@@ -128,10 +129,9 @@ CHECKS = [
     "GetCallerIdentity", "DescribeAvailabilityZones",  # stepValidate
     "GetParameter",  # stepValidate: the sandbox's epoch marker (written where it is missing)
     "GetParameter",  # stepValidate: the default image
-    "DescribeInstances", "GetCommandInvocation",  # the readiness check of stepCreateVMs
+    "GetCommandInvocation",  # the readiness check of stepCreateVMs asks the sentinel first
     "ListHostedZonesByName",  # the DNS name's zone may be the user's own
-    "DescribeInstances", "DescribeInstances",  # stepRegisterSpace, stepFinalize
-]  # fmt: skip
+]  # fmt: skip  # stepRegisterSpace and stepFinalize take the VMs as the readiness check found them
 SERVICES = ["ec2", "iam", "ssm", "sts", "elbv2", "route53", "autoscaling"]
 
 
@@ -320,3 +320,30 @@ def test_the_task_running_steps_outlives_their_longest_waits(settings):
     longest_task = settings.ZOPDAY_PROVISIONING_SLICE_SECONDS + longest_step
     assert advance.soft_time_limit > longest_task
     assert advance.time_limit > advance.soft_time_limit
+
+
+def test_a_rerun_of_register_space_asks_the_cloud_again(aws, make_job):
+    job = job_run_inline(make_job().pk)
+    assert job.status == JobStatus.READY, job.message
+    step = job.steps.get(name="stepRegisterSpace")
+    JobStep.objects.filter(pk=step.pk).update(status=StepStatus.PENDING)  # re-run: attempt 2
+    ProvisioningJob.objects.filter(pk=job.pk).update(status=JobStatus.PROVISIONING)
+    calls = []
+
+    def count(**kwargs):
+        calls.append(1)
+
+    client = client_for(job.account, "ec2", job.region)
+    client.meta.events.register("before-call.ec2.DescribeInstances", count)
+    try:
+        job = job_run_inline(job.pk)
+    finally:
+        client.meta.events.unregister("before-call.ec2.DescribeInstances", count)
+    assert job.status == JobStatus.READY, job.message
+    assert job.steps.get(name="stepRegisterSpace").attempts == 2
+    assert calls  # a later attempt does not trust what the first one saw
+
+
+def test_poll_delays_start_small_and_double_up_to_the_period():
+    delays = poll_delays(0.5, first=0.05)
+    assert [next(delays) for _ in range(6)] == [0.05, 0.1, 0.2, 0.4, 0.5, 0.5]

@@ -9,7 +9,7 @@ from botocore.exceptions import ClientError
 from provisioning.choices import PoolMode, VmState
 from provisioning.clouds.aws.base import SETTLE_TIMEOUT, AwsBase
 from provisioning.clouds.aws.sdk import error_code, mapped
-from provisioning.clouds.context import StepContext, wait_for_sentinels
+from provisioning.clouds.context import StepContext, poll_delays, wait_for_sentinels
 from provisioning.infra import InfraConfig, VmRecord
 
 LIVE_INSTANCE_STATES = ["pending", "running", "stopping", "stopped"]
@@ -131,7 +131,7 @@ class AwsVms(AwsBase):
         wait_for_sentinels(
             config, ctx, running=running,
             present=lambda vm: self._sentinel_present(ssm, vm.instance_id, command),
-            shell="open the VM through the SSM exec channel",
+            shell="open the VM through the SSM exec channel", present_first=True,
         )  # fmt: skip
         return f"{len(config.vms)} VM(s) ready (sentinel found through SSM)."
 
@@ -148,19 +148,21 @@ class AwsVms(AwsBase):
                 return False  # the SSM agent has not registered yet
             raise
         command_id = sent["Command"]["CommandId"]
-        for _ in range(30):
+        deadline = time.monotonic() + 15
+        for delay in poll_delays(0.5):  # a command takes about a second on EC2, none on moto
             try:
                 result = ssm.get_command_invocation(CommandId=command_id, InstanceId=instance_id)
             except ClientError as error:
-                if error_code(error) == "InvocationDoesNotExist":
-                    time.sleep(0.5)
-                    continue
-                raise
-            status = result["Status"]
-            if status in {"Pending", "InProgress", "Delayed"}:
-                time.sleep(0.5)
-                continue
-            return bool(status == "Success")
+                if error_code(error) != "InvocationDoesNotExist":
+                    raise
+                status = "Pending"
+            else:
+                status = result["Status"]
+            if status not in {"Pending", "InProgress", "Delayed"}:
+                return bool(status == "Success")
+            if time.monotonic() + delay > deadline:
+                return False
+            time.sleep(delay)
         return False
 
     @mapped
