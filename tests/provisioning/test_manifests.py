@@ -3,9 +3,11 @@ by apply or by the API exports as a document that applies back as no change; bad
 at its field's line and makes no job."""
 
 import pytest
+import yaml
 
 from instances.manifests import ManifestInvalid, manifest_apply, project_manifest
 from instances.models import ManagedObject
+from provisioning.choices import JobStatus
 from provisioning.models import ProvisioningJob
 
 pytestmark = pytest.mark.django_db
@@ -103,3 +105,20 @@ def test_a_gcp_job_takes_its_providers_defaults_and_exports_back_as_no_change(
     exported = project_manifest(project, redact=True)
     plans = manifest_apply(sources=[("export.yaml", exported)], actor=owner, dry_run=True)
     assert verbs(plans) == {("ProvisioningJob", "g"): "unchanged"}
+
+
+def test_job_pages_have_an_export_button_every_member_may_use(client_for, make_job, owner):
+    job, gone = make_job("web"), make_job("old")
+    ProvisioningJob.objects.filter(pk=gone.pk).update(status=JobStatus.DELETED)
+    link = "/projects/alpha/manifest/ProvisioningJob/web.yaml"
+    for role in ("viewer", "operator", "owner"):
+        client = client_for(role)
+        listed = client.get("/projects/alpha/provisioning/").text
+        assert link in listed and "ProvisioningJob/old.yaml" not in listed
+        assert link in client.get(f"/projects/alpha/provisioning/jobs/{job.pk}/").text
+        answer = client.get(link)
+        assert answer["Content-Disposition"] == 'attachment; filename="alpha-web.yaml"'
+        [document] = yaml.safe_load_all(answer.content)
+        assert (document["kind"], document["spec"]["account"]) == ("ProvisioningJob", "Sandbox AWS")
+    assert client_for("outsider").get(link).status_code == 404
+    assert ProvisioningJob.objects.get(pk=job.pk).status == job.status
