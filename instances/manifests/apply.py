@@ -17,8 +17,9 @@ from instances.access import project_for_user
 from instances.choices import Role
 from instances.errors import ActionRefused
 from instances.manifests.documents import Document
-from instances.manifests.errors import ManifestInvalid, Problem
+from instances.manifests.errors import ManifestInvalid, Problem, service_problems
 from instances.manifests.kinds import KINDS, unknown_kind_message
+from instances.manifests.knock_on import Failed, knock_on_explained
 from instances.manifests.prune import managed_mark, prune_plans
 from instances.manifests.steps import Plan
 from instances.models import Project
@@ -38,6 +39,7 @@ def documents_apply(
     problems: list[Problem] = []
     plans: list[Plan] = []
     touched: dict[int, Project] = {}
+    failed: Failed = {}  # documents that failed to make their object, for knock-on problems
     known = [document for document in documents if document.kind in KINDS]
     for document in documents:
         if document.kind not in KINDS:
@@ -45,19 +47,23 @@ def documents_apply(
     known.sort(key=lambda document: KINDS[document.kind].order)
     with transaction.atomic():
         for slug in projects:
-            project = _project(Document(slug, slug, "", {}), actor)
-            touched[project.pk] = project
+            named = _project(Document(slug, slug, "", {}), actor)
+            touched[named.pk] = named
         for document in known:
+            project: Project | None = None
             try:
                 with transaction.atomic():
                     project = _project(document, actor)
                     touched[project.pk] = project
-                    plan = KINDS[document.kind].plan(document, project, actor)
+                    plan = _planned(document, project, actor)
                     plans.append(plan)
                     run(plan)
                     managed_mark(project, document.kind, document.name)
             except ManifestInvalid as invalid:
-                problems += document.located(invalid.problems)
+                found = document.located(invalid.problems)
+                problems += knock_on_explained(document, found, failed)
+                if project and KINDS[document.kind].find(project, document.name) is None:
+                    failed[(document.kind, document.project, document.name)] = document.where
         if prune and not problems:
             declared = {(plan.document.kind, plan.document.name) for plan in plans}
             for plan in prune_plans(projects=list(touched.values()), declared=declared,
@@ -81,6 +87,14 @@ def _project(document: Document, actor: AbstractBaseUser) -> Project:
     except (Http404, PermissionDenied) as error:
         raise ManifestInvalid([Problem(document.where, "project", str(error))]) from None
     return project
+
+
+def _planned(document: Document, project: Project, actor: AbstractBaseUser) -> Plan:
+    """The document's plan; a lookup refused while planning (an id not found) is a problem."""
+    try:
+        return KINDS[document.kind].plan(document, project, actor)
+    except (ValidationError, ActionRefused) as error:
+        raise ManifestInvalid(service_problems(error, document.where)) from error
 
 
 def run(plan: Plan) -> None:

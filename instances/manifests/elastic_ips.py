@@ -7,6 +7,7 @@ from functools import partial
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import OuterRef, Subquery
 from ninja import Field
 
 from instances.api.schemas import Id, In
@@ -98,11 +99,26 @@ def _spec(eip: ElasticIP, redact: bool) -> dict[str, Any]:
     return {"nic": f"{nic.instance.name}/{nic.name}" if nic else None}
 
 
+def _managed_names() -> Subquery:
+    rows = ManagedObject.objects.filter(
+        project_id=OuterRef("project_id"), kind="ElasticIP", object_id=OuterRef("pk")
+    )
+    return Subquery(rows.values("name")[:1])
+
+
+def _objects(project: Project) -> Any:
+    """The project's addresses, each with the name apply knows it by (one query for all)."""
+    found = project.elastic_ips.select_related("nic__instance")
+    return found.annotate(managed_name=_managed_names()).order_by("address")
+
+
 def _name(eip: ElasticIP) -> str:
-    row = ManagedObject.objects.filter(
-        project_id=eip.project_id, kind="ElasticIP", object_id=eip.pk
-    ).first()
-    return row.name if row else eip.address
+    """The document's name: the one apply made it under, else its address."""
+    if hasattr(eip, "managed_name"):
+        managed = getattr(eip, "managed_name")  # noqa: B009 (an annotation mypy cannot see)
+    else:
+        managed = ElasticIP.objects.filter(pk=eip.pk).values_list(_managed_names(), flat=True)[0]
+    return str(managed or eip.address)
 
 
 def _delete(eip: ElasticIP, actor: AbstractBaseUser, force: bool) -> None:
@@ -116,7 +132,7 @@ ELASTIC_IP = Kind(
     order=60,
     plan=_plan,
     find=_find,
-    objects=lambda project: project.elastic_ips.select_related("nic__instance").order_by("address"),
+    objects=_objects,
     spec_of=_spec,
     delete=_delete,
     name_of=_name,

@@ -6,6 +6,7 @@ from django.shortcuts import redirect, render
 from instances import selectors
 from instances.access import project_for_user
 from instances.http import AuthedRequest
+from instances.manifests.kinds import KINDS
 
 
 @login_required
@@ -28,6 +29,9 @@ def project_overview(request: AuthedRequest, project_slug: str) -> HttpResponse:
             "role": role,
             "members": selectors.project_members(project),
             "events": selectors.project_audit_events(project)[:10],
+            # objects with no page of their own, listed here to be exported one by one
+            "free_disks": KINDS["Disk"].objects(project),
+            "elastic_ips": KINDS["ElasticIP"].objects(project),
         },
     )
 

@@ -113,17 +113,53 @@ def test_bad_input_in_each_kind_is_at_its_fields_line(applied, project):
 
 
 def test_problems_name_the_line_of_each_field(owner, image):
-    bad = EVERYTHING.replace("cidr_v4: 10.30.0.0/24", "cidr_v4: nonsense").replace(
-        "size_gb: 3}", "size_gb: many}"
+    bad = (
+        EVERYTHING.replace("cidr_v4: 10.30.0.0/24", "cidr_v4: nonsense")
+        .replace("size_gb: 3}", "size_gb: many}")
+        .replace(f"public_key: {KEY}", "public_key: nonsense")
+        .replace("nic: web-1/eth0", "nic: web-9/eth0")
     )
     with pytest.raises(ManifestInvalid) as raised:
         manifest_apply(sources=[("m.yaml", bad)], actor=owner)
     problems = [str(problem) for problem in raised.value.problems]
     assert problems[0].startswith("m.yaml:6 (subnet front): cidr_v4: ")
-    assert problems[1].startswith(
+    assert problems[1].startswith("m.yaml:12 (ssh-key me): public_key: This is not a valid")
+    assert problems[2].startswith(
         "m.yaml:17 (disk spare): size_gb: Input should be a valid integer"
     )
+    assert problems[-1] == (
+        "m.yaml:34 (elastic-ip web-1-public): nic: Choose an interface of this project. "
+        "Name it as instance/eth0."
+    )
     assert not Subnet.objects.filter(name="front").exists()
+
+
+def test_an_elastic_ip_naming_an_interface_by_a_foreign_id_is_told_at_its_line(owner, image):
+    bad = EVERYTHING.replace("nic: web-1/eth0", "nic: 999999")
+    with pytest.raises(ManifestInvalid) as raised:
+        manifest_apply(sources=[("m.yaml", bad)], actor=owner)
+    assert [str(problem) for problem in raised.value.problems] == [
+        "m.yaml:34 (elastic-ip web-1-public): nic: Choose an interface of this project."
+    ]
+    assert not Instance.objects.exists() and not ElasticIP.objects.exists()
+
+
+def test_a_document_naming_one_that_failed_says_that_is_why(owner, image):
+    bad = EVERYTHING.replace("cidr_v4: 10.30.0.0/24", "cidr_v4: nonsense").replace(
+        f"public_key: {KEY}", "public_key: nonsense"
+    )
+    with pytest.raises(ManifestInvalid) as raised:
+        manifest_apply(sources=[("m.yaml", bad)], actor=owner)
+    problems = [str(problem) for problem in raised.value.problems]
+    assert problems[2:] == [
+        "m.yaml:26 (instance web-1): ssh_keys: The ssh-key me was not made, because its own "
+        "document failed: see m.yaml:8 (ssh-key me).",
+        "m.yaml:28 (instance web-1): nics-0-subnet: The subnet front was not made, because its "
+        "own document failed: see m.yaml:1 (subnet front).",
+        "m.yaml:34 (elastic-ip web-1-public): nic: The instance web-1 was not made, because its "
+        "own document failed: see m.yaml:19 (instance web-1).",
+    ]
+    assert not any("Choose" in problem for problem in problems)
 
 
 def test_prune_lists_then_removes_only_what_apply_manages(applied, project, owner):
