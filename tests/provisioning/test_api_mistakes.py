@@ -57,3 +57,12 @@ def test_a_taken_name_is_told_with_the_other_mistakes(api_for, account, make_job
     assert set(response.json()["errors"]) == {"name", "disk_gb"}
     assert ProvisioningJob.objects.count() == 1
 
+
+def test_a_change_reports_an_unknown_vm_op_with_a_port_off_the_schema(api_for, make_job):
+    job = make_job()
+    response = api_for("operator").patch(
+        f"/provisioning-jobs/{job.pk}", {"vmOp": "resize", "health_check_port": "http"}
+    )
+    assert response.status_code == 422
+    assert set(response.json()["errors"]) == {"vmOp", "health_check_port"}
+    assert ProvisioningJob.objects.get(pk=job.pk).config == job.config
