@@ -3,7 +3,17 @@ value the service refuses) gets all of them in one answer, at their fields; noth
 
 import pytest
 
-from instances.models import AuditEvent, Disk, ElasticIP, Instance, NetworkInterface, SSHKey, Subnet
+from instances.models import (
+    AuditEvent,
+    Disk,
+    ElasticIP,
+    Image,
+    ImageImport,
+    Instance,
+    NetworkInterface,
+    SSHKey,
+    Subnet,
+)
 from tests.instances.api.helpers import errors_of, public_key
 
 pytestmark = pytest.mark.django_db
@@ -117,3 +127,21 @@ def test_a_valid_key_beside_a_field_off_the_schema_is_not_kept(api_for, operator
     errors = errors_of(api_for("operator").post("/projects/alpha/ssh-keys", body))
     assert errors == {"comment": ["This field is unknown here: check its name in the API docs."]}
     assert not SSHKey.objects.exists()
+
+
+def test_a_container_image_reports_an_os_off_the_schema_with_a_bad_reference(api_for, operator):
+    body = {"name": " ", "reference": "Not A Reference!", "os_type": "beos"}
+    errors = errors_of(api_for("operator").post("/projects/alpha/container-images", body))
+    assert set(errors) == {"name", "reference", "os_type"}
+    assert errors["name"] == ["Give the image a name."]
+    assert not Image.objects.exists()
+
+
+def test_an_image_import_reports_a_name_off_the_schema_with_a_bad_url_and_checksum(
+    api_for, operator
+):
+    body = {"name": 5, "format": "vmdk", "url": "ftp://example.com/a.img", "sha256": "abc"}
+    errors = errors_of(api_for("operator").post("/projects/alpha/image-imports", body))
+    assert set(errors) == {"name", "format", "url", "sha256"}
+    assert errors["name"] == ["Input should be a valid string"]
+    assert not ImageImport.objects.exists()
