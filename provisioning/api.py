@@ -18,7 +18,7 @@ from ninja.responses import Status
 
 from instances.access import object_for_user, project_role
 from instances.api.auth import request_user
-from instances.api.errors import ERRORS, REFUSALS, ErrorOut
+from instances.api.errors import ERRORS, REFUSALS
 from instances.api.lookups import project_for
 from instances.api.schemas import Id, In, Number, Slug, Text
 from instances.choices import Role
@@ -30,9 +30,13 @@ from provisioning.filters import JobFilterSet
 from provisioning.infra import InfraConfig
 from provisioning.models import CloudAccount, ProvisioningJob
 from provisioning.services import jobs
-from provisioning.validation import provider_errors
+from provisioning.space import name_clash
+from provisioning.validation import config_errors, name_errors, provider_errors
 
 router = Router(tags=["provisioning"])
+# What each cloud checks in its own way: not checked while the provider is wrong.
+CLOUD_FIELDS = ("region", "instance_type", "exec_mode", "image_id", "existing_vpc_id",
+                "existing_subnet_id")  # fmt: skip
 
 
 class JobIn(In):
@@ -157,25 +161,36 @@ def job_list(request: HttpRequest, filters: Query[JobFilters]) -> list[dict[str,
     return [_out(job, request) for job in found[:200]]
 
 
-def job_config(project: Project, payload: JobIn) -> tuple[CloudAccount, InfraConfig]:
-    """The account and the choices a job body makes, the provider's defaults filled in (the
-    manifests' ProvisioningJob documents are read the same way)."""
+def job_config(
+    project: Project, payload: JobIn, *, creating: bool = False
+) -> tuple[CloudAccount, InfraConfig]:
+    """The account and the choices a job body makes, the provider's defaults filled in, or every
+    mistake at its field (manifests read ProvisioningJob documents so too). `creating`: a name
+    taken is one of them."""
     errors = provider_errors(payload.provider)
-    if errors:
-        raise ValidationError(errors)
     account = CloudAccount.objects.filter(project=project, pk=payload.account).first()
     if account is None:
-        raise ValidationError({"account": "Choose a cloud account of this project."})
-    if account.provider != payload.provider:
-        raise ValidationError(
-            {"account": f"The account {account.name} is not on {payload.provider}."}
-        )
+        errors["account"] = "Choose a cloud account of this project."
+    elif not errors and account.provider != payload.provider:
+        errors["account"] = f"The account {account.name} is not on {payload.provider}."
+    # A cloud's own fields are checked against a cloud only when the body names one.
+    unchecked = set(CLOUD_FIELDS) if "provider" in errors else set()
+    cloud = cloud_for(DEFAULT.name if "provider" in errors else payload.provider)
     choices = payload.model_dump(exclude={"project", "account", "name"})
-    choices["region"] = choices["region"] or account.default_region
-    cloud = cloud_for(payload.provider)
+    if not choices["region"] and account is None:
+        unchecked.add("region")  # the account's default, once there is an account
+    choices["region"] = choices["region"] or (account.default_region if account else "")
     choices["instance_type"] = choices["instance_type"] or cloud.prices.default_machine
     choices["exec_mode"] = choices["exec_mode"] or cloud.exec_mode
-    return account, InfraConfig(**choices)
+    config = InfraConfig(**choices | {"provider": cloud.name})
+    found = name_errors(payload.name) | config_errors(config)
+    if creating and not found.get("name"):
+        found["name"] = name_clash(project=project, name=payload.name, config=config)
+    errors |= {field: message for field, message in found.items() if message}
+    errors = {field: message for field, message in errors.items() if field not in unchecked}
+    if errors or account is None:
+        raise ValidationError(errors)
+    return account, config
 
 
 @router.post("/provisioning-jobs", response={201: JobOut, **REFUSALS})
@@ -183,7 +198,7 @@ def job_add(request: HttpRequest, payload: JobIn) -> Status:
     """Operators: check the request and queue the pipeline (7 steps, 11 with a load balancer).
     provider=azure answers with the clean Invalid stub."""
     project, _ = project_for(request, payload.project, Role.OPERATOR)
-    account, config = job_config(project, payload)
+    account, config = job_config(project, payload, creating=True)
     job = jobs.job_create(
         project=project, account=account, actor=request_user(request), name=payload.name,
         config=config,
@@ -196,7 +211,7 @@ def job_get(request: HttpRequest, job_id: Id) -> dict[str, Any]:
     return _out(_job(request, job_id), request)
 
 
-@router.patch("/provisioning-jobs/{job_id}", response={202: JobOut, 400: ErrorOut, **REFUSALS})
+@router.patch("/provisioning-jobs/{job_id}", response={202: JobOut, **REFUSALS})
 def job_update(request: HttpRequest, job_id: Id, payload: JobPatchIn) -> Status:
     """`vmOp` attach_lb/detach_lb, a new `health_check_path`/`health_check_port`, or a Fixed pool's
     `schedule` (`weeknights-weekends` stops VMs outside 08:00-20:00 on weekdays; `""` removes it)
@@ -213,10 +228,7 @@ def job_update(request: HttpRequest, job_id: Id, payload: JobPatchIn) -> Status:
         message = "Give vmOp, a health check or a schedule, not two of them: one change at a time."
         raise ValidationError({name: [message] for kind in kinds for name in kind})
     actor = request_user(request)
-    if payload.vmOp is not None:
-        if payload.vmOp not in VM_OPS:
-            message = f"Unknown vmOp {payload.vmOp!r}: the allowed values are {', '.join(VM_OPS)}."
-            return Status(400, {"detail": message, "errors": {"vmOp": [message]}})
+    if payload.vmOp is not None:  # an unknown one is a 422 at vmOp, with the body's other mistakes
         jobs.job_vm_op(job=job, actor=actor, op=payload.vmOp)
     elif given:
         jobs.job_health_check_set(

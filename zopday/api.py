@@ -18,6 +18,7 @@ from instances.api import (
 from instances.api.auth import API_AUTH
 from instances.api.conditions import conditional
 from instances.api.errors import install_error_handlers, json_not_allowed, respond
+from instances.api.mistakes import every_mistake
 from instances.api.openapi import DocumentedAPI
 from instances.api.parameters import unknown_refused
 from instances.manifests import endpoints as manifest_endpoints
@@ -40,6 +41,7 @@ api = DocumentedAPI(
     auth=API_AUTH,
 )
 install_error_handlers(api)
+api.add_decorator(every_mistake, mode="view")  # a body off the schema: its meaning errors too
 api.add_decorator(conditional, mode="view")  # If-Match, ETag, If-None-Match
 api.add_decorator(unknown_refused, mode="view")  # checked first: unknown query parameters
 for module in (

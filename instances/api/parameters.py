@@ -7,10 +7,10 @@ from functools import wraps
 from typing import Any
 
 from django.http import HttpRequest, HttpResponseBase
-from ninja.errors import ValidationError as SchemaValidationError
 from ninja.operation import Operation
 
-from instances.api.errors import respond, schema_errors, summary
+from instances.api.errors import respond, summary
+from instances.api.mistakes import request_mistakes
 
 Run = Callable[..., HttpResponseBase]
 
@@ -25,7 +25,7 @@ def accepted_parameters(operation: Operation) -> list[str]:
 
 def unknown_refused(run: Run) -> Run:
     """ninja's view decorator for every operation: unknown query parameters get 400, once the
-    caller is known, with every other mistake of the request in the same answer."""
+    caller is known, with every other mistake of the request (mistakes.py) in the same answer."""
     operation: Operation = inspect.unwrap(run).__self__  # type: ignore[attr-defined]
     accepted = accepted_parameters(operation)
     if accepted:
@@ -43,11 +43,8 @@ def unknown_refused(run: Run) -> Run:
         refused = operation._run_checks(request)  # who asks (401, 403, 429) comes first
         if refused is not None:
             return refused
-        errors: dict[str, list[str]] = {}
         try:
-            operation._get_values(request, kwargs, operation.api.create_temporal_response(request))
-        except SchemaValidationError as error:
-            errors = schema_errors(error)
+            errors = request_mistakes(operation, request, kwargs)
         except Exception as error:  # a body that cannot be read says so, as without the query
             return operation.api.on_exception(request, error)
         errors |= {name: [message] for name in unknown}

@@ -161,14 +161,18 @@ def job_health_check_set(
 ) -> ProvisioningJob:
     """PATCH health_check_path / health_check_port: the load balancer checks the VMs at this
     path and port from now on (stepUpdateHealthCheck); what is not given stays as it is, and
-    the VMs are not touched."""
+    the VMs are not touched. Mistakes in the fields come before a refusal of the job's state."""
+    given = InfraConfig.from_json(job.config)
+    if errors := health_check_errors(
+        given.health_check_path if path is None else path,
+        given.health_check_port if port is None else port,
+    ):
+        raise ValidationError(errors)
     with transaction.atomic():
         job = _claimed(job, actor, actions.health_check)
         config = InfraConfig.from_json(job.config)
         path = config.health_check_path if path is None else path
         port = config.health_check_port if port is None else port
-        if errors := health_check_errors(path, port):
-            raise ValidationError(errors)
         config.service_port = config.traffic_port  # the service stays where it is
         config.health_check_path, config.health_check_port = path, port
         _start_phase(job, Phase.HEALTH_CHECK, config)

@@ -48,7 +48,9 @@ def test_nul_characters_are_refused_before_they_reach_the_database(api_for, oper
 
 def test_lone_surrogates_are_refused(api_for, operator):
     response = raw_post(
-        api_for("operator"), "/projects/alpha/subnets", '{"name": "\\ud800", "zone": "z"}'
+        api_for("operator"),
+        "/projects/alpha/subnets",
+        '{"name": "\\ud800", "zone": "local-1a", "cidr_v4": "10.1.0.0/24"}',
     )
     assert errors_of(response) == {"name": ["Text must be valid Unicode."]}
 

@@ -49,9 +49,12 @@ def test_a_gateway_that_is_not_an_address_is_a_field_error(api_for, operator):
     assert errors == {"gateway": ["Enter a valid IPv4 address."]}
 
 
-def test_a_missing_name_is_a_schema_error_on_that_field(api_for, operator):
+def test_a_missing_name_is_a_schema_error_reported_with_the_others(api_for, operator):
     errors = errors_of(api_for("operator").post("/projects/alpha/subnets", {"zone": "local-1a"}))
-    assert errors == {"name": ["Field required"]}
+    assert errors == {
+        "name": ["Field required"],
+        "cidr_v4": ["Give an IPv4 CIDR, an IPv6 CIDR, or both."],
+    }
 
 
 def test_a_viewer_cannot_create_a_subnet(api_for, viewer):
