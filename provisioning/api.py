@@ -177,8 +177,8 @@ def job_config(
     unchecked = set(CLOUD_FIELDS) if "provider" in errors else set()
     cloud = cloud_for(DEFAULT.name if "provider" in errors else payload.provider)
     choices = payload.model_dump(exclude={"project", "account", "name"})
-    if not choices["region"] and account is None:
-        unchecked.add("region")  # the account's default, once there is an account
+    if not choices["region"] and (account is None or "account" in errors):
+        unchecked.add("region")  # the account's default, once there is an account of the cloud
     choices["region"] = choices["region"] or (account.default_region if account else "")
     choices["instance_type"] = choices["instance_type"] or cloud.prices.default_machine
     choices["exec_mode"] = choices["exec_mode"] or cloud.exec_mode
