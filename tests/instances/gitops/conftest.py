@@ -8,20 +8,9 @@ from instances.gitops.sync import git_source_sync
 from instances.models import GitSource, GitSync
 from tests.factories import ImageFactory
 from tests.git_repos import GitRepo
+from tests.instances.manifests.conftest import MANIFEST
 
-WEB_1 = """\
-kind: Instance
-project: alpha
-name: web-1
-spec:
-  zone: local-1a
-  root_image: demo
-  root_size_gb: 2
-  disks:
-    - {name: web-1-data, size_gb: 10}
-  nics:
-    - {subnet: backend}
-"""
+WEB_1 = MANIFEST  # the instance the manifests tests apply, pushed to a repository
 
 
 @pytest.fixture
