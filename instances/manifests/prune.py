@@ -1,6 +1,7 @@
 """What apply manages, and pruning: the objects of a project that apply made or took over
-(ManagedObject rows) and that the manifests no longer declare are deleted through their
-services; anything the console or the API made is never touched."""
+(ManagedObject rows, by the object's id) and that the manifests no longer declare are deleted
+through their services; anything the console or the API made is never touched, not even an
+object made by hand under the name of one apply made and someone deleted since."""
 
 from functools import partial
 
@@ -43,8 +44,10 @@ def prune_plans(
         where = f"prune ({kind_label(row.kind)} {label})"
         plan = Plan(Document(where, row.project.slug, row.name, {}, row.kind), label, "delete")
         found = kind.find(row.project, row.name)
-        if found is not None:
+        if found is not None and found.pk == row.object_id:
             plan.steps.append(Step(partial(kind.delete, found, actor, force)))
+        elif found is not None:  # apply's object went, and someone made another of its name
+            plan.lines.append("  not the one apply made (that one is gone): left alone")
         else:
             plan.lines.append("  gone already: only apply's record of it goes")
         plan.steps.append(Step(partial(ManagedObject.objects.filter(pk=row.pk).delete)))

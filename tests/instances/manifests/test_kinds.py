@@ -11,6 +11,7 @@ from instances.choices import PowerState
 from instances.manifests import ManifestInvalid, manifest_apply, project_manifest
 from instances.models import Disk, ElasticIP, Instance, ManagedObject, SSHKey, Subnet
 from instances.services.network import subnet_create
+from instances.services.storage import disk_create
 
 pytestmark = pytest.mark.django_db
 
@@ -178,6 +179,18 @@ def test_prune_lists_then_removes_only_what_apply_manages(applied, project, owne
     assert not Instance.objects.exists() and not ElasticIP.objects.exists()
     assert Subnet.objects.filter(name="by-hand").exists()
     assert set(ManagedObject.objects.values_list("name", flat=True)) == {"front", "me"}
+
+
+def test_prune_leaves_alone_an_object_made_by_hand_under_a_managed_name(applied, project, owner):
+    applied(EVERYTHING)
+    Disk.objects.get(name="spare").delete()  # apply's disk goes, by hand
+    disk_create(project=project, actor=owner, name="spare", zone="local-1a", size_gb=5)
+    fewer = EVERYTHING.split("---\nkind: Disk")[0]
+    dry = applied(fewer, "--prune", "--dry-run")
+    assert "not the one apply made (that one is gone): left alone" in dry
+    applied(fewer, "--prune")
+    assert Disk.objects.get(name="spare").size_gb == 5
+    assert not ManagedObject.objects.filter(name="spare").exists()
 
 
 def test_prune_refuses_a_running_instance_unless_forced(applied, project):
