@@ -11,6 +11,7 @@ from django.http import HttpRequest
 from instances.admin_scope import ProjectScopedAdmin
 from instances.choices import GitAuth, Role
 from instances.gitops import git
+from instances.gitops.services import CREDENTIAL_FOR_NEW_URL
 from instances.models import GitSource, GitSync
 
 
@@ -35,6 +36,10 @@ class GitSourceAdminForm(forms.ModelForm):
                 self.add_error("url", problem)
         if cleaned.get("branch") and git.branch_problem(cleaned["branch"]):
             self.add_error("branch", git.branch_problem(cleaned["branch"]))
+        kept = self.instance.pk and self.instance.credential and cleaned.get("auth") != GitAuth.NONE
+        moved = cleaned.get("url") != self.instance.url or cleaned.get("auth") != self.instance.auth
+        if kept and moved and not cleaned.get("new_credential", "").strip():
+            self.add_error("new_credential", CREDENTIAL_FOR_NEW_URL)
         return cleaned
 
     def save(self, commit: bool = True) -> GitSource:
@@ -72,6 +77,17 @@ class GitSourceAdmin(ProjectScopedAdmin):
     search_fields = ["url", "project__slug"]
     readonly_fields = ["webhook_id", "applied_sha", "checked_at"]
     inlines = [GitSyncInline]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        """Syncs act as the admin who saved the source, as on its page; only a superuser picks
+        another user (any other choice would lend that user's rights)."""
+        fields = list(super().get_readonly_fields(request, obj))
+        return fields if request.user.is_superuser else [*fields, "actor"]
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        if not request.user.is_superuser:
+            obj.actor = request.user
+        super().save_model(request, obj, form, change)
 
 
 @admin.register(GitSync)

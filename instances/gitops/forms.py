@@ -6,7 +6,7 @@ from django import forms
 
 from instances.choices import GitAuth
 from instances.gitops import git
-from instances.gitops.services import SourceRequest
+from instances.gitops.services import CREDENTIAL_FOR_NEW_URL, SourceRequest
 from instances.models import GitSource
 
 
@@ -61,8 +61,11 @@ class GitSourceForm(forms.Form):
             if problem:
                 self.add_error("url", problem)
         stored = self.source is not None and self.source.auth == auth and self.source.credential
-        if auth != GitAuth.NONE and not cleaned.get("credential", "").strip() and not stored:
-            self.add_error("credential", "Give the deploy key or the token.")
+        if auth != GitAuth.NONE and not cleaned.get("credential", "").strip():
+            if not stored:
+                self.add_error("credential", "Give the deploy key or the token.")
+            elif self.source is not None and url and url != self.source.url:
+                self.add_error("credential", CREDENTIAL_FOR_NEW_URL)
         credential = cleaned.get("credential", "").strip()
         if auth == GitAuth.SSH_KEY and credential and "PRIVATE KEY" not in credential:
             self.add_error("credential", "Give the private key, -----BEGIN … PRIVATE KEY-----.")

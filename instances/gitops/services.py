@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
@@ -14,10 +15,16 @@ from instances.models import GitSource, Project
 from instances.services.audit import audit_record
 from instances.services.queueing import send_on_commit
 
+# a stored token or key goes only to the address it was given for
+CREDENTIAL_FOR_NEW_URL = (
+    "The repository's address changed: give its deploy key or token again (the stored one is "
+    "kept only for the address it was given for)."
+)
+
 
 @dataclass(frozen=True)
 class SourceRequest:
-    """What the owner gives; an empty credential keeps the stored one."""
+    """What the owner gives; an empty credential keeps the stored one, for the same address."""
 
     url: str
     branch: str
@@ -37,12 +44,15 @@ def git_source_save(
         if source is None:
             source = GitSource(project=project)
             source.webhook_secret = secrets.token_urlsafe(32)
-        source.url, source.branch = request.url.strip(), request.branch.strip()
-        source.path, source.auth = request.path.strip().strip("/"), request.auth
+        url = request.url.strip()
         if request.auth == GitAuth.NONE:
             source.credential = ""
         elif request.credential:
             source.credential = request.credential
+        elif url != source.url or request.auth != source.auth:
+            raise ValidationError({"credential": CREDENTIAL_FOR_NEW_URL})
+        source.url, source.branch = url, request.branch.strip()
+        source.path, source.auth = request.path.strip().strip("/"), request.auth
         source.actor = actor  # type: ignore[assignment]
         source.save()
         audit_record(

@@ -8,7 +8,7 @@ from django.test import Client
 from django.urls import reverse
 
 from instances.choices import Role, UserDataMode
-from instances.models import Image, Instance, SSHKey
+from instances.models import GitSource, Image, Instance, SSHKey
 from instances.services.instances import instance_create
 from instances.services.keys import ssh_key_add
 from provisioning.models import CloudAccount
@@ -180,3 +180,24 @@ def test_the_project_filter_lists_only_the_users_projects(project, other_project
     assert f"project__id__exact={project.pk}" in page
     assert f"project__id__exact={other_project.pk}" in page
     assert "Hidden Corp" not in page and f"project__id__exact={third.pk}" not in page
+
+
+def test_a_project_admin_cannot_lend_a_git_source_another_users_rights(project, owner, admin_user):
+    source = GitSource.objects.create(
+        project=project, url="https://git.example.com/r.git", branch="main", auth="none",
+        actor=admin_user,
+    )  # fmt: skip
+    user = UserFactory(username="gitboss", is_staff=True)
+    codenames = ["view_gitsource", "change_gitsource"]
+    user.user_permissions.set(Permission.objects.filter(codename__in=codenames))
+    MembershipFactory(project=project, user=user, role=Role.ADMIN)
+    client = Client()
+    client.force_login(user)
+    assert 'name="actor"' not in client.get(change_url(source)).text
+    form = {"project": project.pk, "url": source.url, "branch": "dev", "path": "",
+            "auth": "none", "actor": admin_user.pk, "new_credential": "",
+            "syncs-TOTAL_FORMS": 0, "syncs-INITIAL_FORMS": 0}  # fmt: skip
+    answer = client.post(change_url(source), form)
+    assert answer.status_code == 302, answer.text[:2000]
+    source.refresh_from_db()
+    assert (source.branch, source.actor) == ("dev", user)  # syncs act as who saved it

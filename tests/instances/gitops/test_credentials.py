@@ -8,9 +8,10 @@ import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
+from django.core.exceptions import ValidationError
 
 from instances.choices import GitAuth, SyncStatus
-from instances.gitops.services import SourceRequest, git_source_save
+from instances.gitops.services import CREDENTIAL_FOR_NEW_URL, SourceRequest, git_source_save
 from instances.gitops.sync import git_source_sync
 from instances.models import GitSource
 
@@ -104,3 +105,24 @@ def test_a_deploy_key_goes_to_ssh_in_a_private_file_that_is_then_removed(
     assert not os.path.exists(key_file)  # gone once git is done
     assert done.status == SyncStatus.FAILED and "Permission denied (publickey)" in done.message
     assert "secretkeybody" not in done.message + " ".join(done.problems)
+
+
+def test_a_stored_token_goes_only_to_the_address_it_was_given_for(project, owner, client_for):
+    first = "https://git.example.com/team/repo.git"
+    request = SourceRequest(url=first, branch="main", path="", auth=GitAuth.TOKEN, credential=TOKEN)
+    git_source_save(project=project, actor=owner, request=request)
+    elsewhere = SourceRequest(
+        url="https://attacker.example.net/x.git", branch="main", path="", auth=GitAuth.TOKEN
+    )
+    with pytest.raises(ValidationError) as refused:
+        git_source_save(project=project, actor=owner, request=elsewhere)
+    assert refused.value.message_dict["credential"] == [CREDENTIAL_FOR_NEW_URL]
+    assert GitSource.objects.get().url == first  # nothing changed
+    page = client_for("owner").post(
+        f"/projects/{project.slug}/git/",
+        {"url": "https://attacker.example.net/x.git", "branch": "main", "path": "",
+         "auth": GitAuth.TOKEN, "credential": ""},
+    )  # fmt: skip
+    assert page.status_code == 200 and "give its deploy key or token again" in page.text
+    same = SourceRequest(url=first, branch="dev", path="", auth=GitAuth.TOKEN)
+    assert git_source_save(project=project, actor=owner, request=same).credential == TOKEN
