@@ -12,6 +12,7 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
+from django.db import connection, transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, HttpResponseNotModified
 from django.urls import Resolver404, resolve
 from django.utils.cache import patch_vary_headers
@@ -58,10 +59,12 @@ def conditional(run: Run) -> Run:
     @wraps(run)
     def view(request: HttpRequest, **kwargs: Any) -> HttpResponseBase:
         if request.method in WRITES and "If-Match" in request.headers:
-            refused = _precondition_failed(operation, request)
-            if refused is not None:
-                return refused
-        response = run(request, **kwargs)
+            with transaction.atomic():  # the check and the write, one writer of a target at once
+                _hold(_target(request))
+                refused = _precondition_failed(operation, request)
+                response = refused if refused is not None else run(request, **kwargs)
+        else:
+            response = run(request, **kwargs)
         if response.status_code not in objects or not isinstance(response, HttpResponse):
             return response
         tag = etag_of(response.content)
@@ -79,11 +82,24 @@ def conditional(run: Run) -> Run:
     return view
 
 
+def _target(request: HttpRequest) -> str:
+    """The path of the object a write acts on: a POST, the one its path is under
+    (/disks/5/resize: disk 5)."""
+    return request.path_info if request.method != "POST" else request.path_info.rsplit("/", 1)[0]
+
+
+def _hold(target: str) -> None:
+    """Until the transaction ends, no other conditional write of `target` checks its If-Match:
+    two writers holding one ETag cannot both pass. A PostgreSQL advisory lock; SQLite (one
+    host's embedded database) takes none."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"if-match:{target}"])
+
+
 def _precondition_failed(operation: Operation, request: HttpRequest) -> HttpResponseBase | None:
     """None when If-Match holds; else the answer: 412, or GET's own refusal (401, 403, 404)."""
-    # A POST acts on the object its path is under (/disks/5/resize: disk 5).
-    target = request.path_info if request.method != "POST" else request.path_info.rsplit("/", 1)[0]
-    current = _current(request, target)
+    current = _current(request, _target(request))
     if current is not None and current.status_code in (401, 403, 404, 429):
         return current
     tag = current.get("ETag") if current is not None and current.status_code == 200 else None

@@ -1,7 +1,12 @@
 """ETags on the objects the API answers, and If-Match keeping concurrent writers honest."""
 
-import pytest
+import threading
 
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from instances.api import instances as instances_api
 from instances.choices import RunStrategy
 from instances.models import Instance, SSHKey
 from instances.services.keys import ssh_key_add
@@ -154,3 +159,43 @@ def test_every_kind_can_be_read_singly_with_its_etag(api_for, operator, project,
     ]:
         response = api.get(path)
         assert (response.status_code, "ETag" in response.headers) == (200, True), path
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(
+    "postgresql" not in settings.DATABASES["default"]["ENGINE"],
+    reason="the lock between If-Match and the write is PostgreSQL's (CI runs on it)",
+)
+def test_two_writers_holding_one_etag_cannot_both_pass(api_for, operator, instance, monkeypatch):
+    path = f"/projects/alpha/instances/{instance.pk}"
+    api = api_for("operator")
+    tag = api.get(path).headers["ETag"]
+    inside, release = threading.Event(), threading.Event()
+    real = instances_api.instance_set_run_strategy
+
+    def slow(**kwargs):  # the first writer, between its check and its commit
+        real(**kwargs)
+        if kwargs["strategy"] == "Halted":
+            inside.set()
+            release.wait(10)
+
+    monkeypatch.setattr(instances_api, "instance_set_run_strategy", slow)
+    answers = {}
+
+    def write(strategy):
+        answers[strategy] = send(api, "patch", path, {"run_strategy": strategy}, if_match=tag)
+        connection.close()  # the thread's own connection
+
+    first = threading.Thread(target=write, args=("Halted",))
+    first.start()
+    assert inside.wait(10)
+    second = threading.Thread(target=write, args=("Always",))
+    second.start()
+    second.join(0.5)
+    assert second.is_alive()  # it waits for the first writer's transaction
+    release.set()
+    first.join(10)
+    second.join(10)
+    assert (answers["Halted"].status_code, answers["Always"].status_code) == (200, 412)
+    instance.refresh_from_db()
+    assert instance.run_strategy == RunStrategy.HALTED
