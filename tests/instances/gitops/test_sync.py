@@ -175,3 +175,24 @@ def test_a_sync_asked_for_while_one_ran_runs_again_after_it(source, sync, monkey
     monkeypatch.setattr(sync_module, "_run", run_and_meanwhile_a_push)
     sync()
     assert sent == [("instances.gitops_sync", [source.pk, "manual", ""])]
+
+
+def test_a_project_named_as_the_manifests_read_it_is_checked_so(db, project):
+    """A number is read as text; a namespace with a cluster's prefix may name another project."""
+    from instances.gitops.scope import foreign_documents
+    from instances.models import Cluster
+    from tests.factories import ProjectFactory
+
+    ProjectFactory(slug="2024")
+    ProjectFactory(slug="web")
+    Cluster.objects.create(name="lab", api_url="https://k8s.example.com", namespace_prefix="zop-")
+    vm = "apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata: {{namespace: {}}}\n"
+    sources = [
+        ("a.yaml", WEB_1.replace("project: alpha", "project: 2024")),
+        ("b.yaml", vm.format("zop-web")),
+        ("c.yaml", vm.format("zop-alpha")),
+    ]
+    assert foreign_documents(sources=sources, slug="alpha") == [
+        "a.yaml:1: project: this repository applies to project alpha only, not 2024.",
+        "b.yaml:1: project: this repository applies to project alpha only, not zop-web.",
+    ]
