@@ -2,6 +2,7 @@
 that does not parse at its default or a blank), the endpoint runs on it in a transaction that is
 always rolled back, and the meaning errors it finds join the schema errors at their fields."""
 
+import copy
 import inspect
 import logging
 from collections.abc import Callable
@@ -164,7 +165,7 @@ def _fallback(field: FieldInfo) -> Any:
     if model is not None:
         return lenient(model, {})
     origin = get_origin(field.annotation) or field.annotation
-    return BLANKS.get(origin)
+    return copy.copy(BLANKS.get(origin))  # a list or dict of its own, for each request
 
 
 @cache
