@@ -50,6 +50,14 @@ def _ask_each(running: "QuerySet[Instance]") -> None:
     now = timezone.now()
     claimed = _claim_due(running, now)
     batch = _Unchanged()
+    try:
+        _ask(claimed, batch)
+    finally:
+        batch.flush()  # what was asked is kept, even if the round is cut short
+
+
+def _ask(claimed: list[tuple[int, str, dict[str, Any]]], batch: "_Unchanged") -> None:
+    """Each claimed guest asked in turn; a report written only when its word changed."""
     for pk, backend, stored in claimed:
         machine_id = Instance.machine_id_of(pk)
         asked_at = timezone.now()
@@ -67,7 +75,6 @@ def _ask_each(running: "QuerySet[Instance]") -> None:
             batch.add(pk, asked_at)
         else:
             GuestReport.objects.filter(pk=pk).update(**kept, reported_at=asked_at, error="")
-    batch.flush()
 
 
 def _claim_due(
@@ -105,8 +112,9 @@ class _Unchanged:
             self.flush()
 
     def flush(self) -> None:
-        if self.pks:
-            GuestReport.objects.filter(pk__in=self.pks).update(reported_at=self.since, error="")
+        if self.pks:  # never back in time, past a report written meanwhile
+            rows = GuestReport.objects.filter(pk__in=self.pks, reported_at__lt=self.since)
+            rows.update(reported_at=self.since)
         self.pks, self.since = [], None
 
 

@@ -222,3 +222,14 @@ def test_a_guest_that_says_the_same_again_only_moves_its_report_time_on(on_backe
     changed = GuestReport.objects.get(instance=instance)
     assert changed.interfaces[0]["addresses"] == ["10.20.0.8/24"]
     assert changed.reported_at > again.reported_at
+
+
+def test_a_batch_of_unchanged_reports_never_moves_a_report_back_in_time(running):
+    written = report(running)  # a report written while the round's batch waited
+    batch = guest_reports._Unchanged()
+    batch.add(written.pk, written.reported_at - timedelta(seconds=5))
+    batch.flush()
+    assert GuestReport.objects.get(pk=written.pk).reported_at == written.reported_at
+    batch.add(written.pk, written.reported_at + timedelta(seconds=5))
+    batch.flush()
+    assert GuestReport.objects.get(pk=written.pk).reported_at > written.reported_at
