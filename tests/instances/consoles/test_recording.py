@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 from instances.consoles.bridges.terminals import ALIGN_SEARCH_BYTES, TerminalHub
 from instances.consoles.recording import Recorder, part_path
@@ -53,6 +54,8 @@ def test_a_serial_hub_whose_log_lacks_the_output_holds_back_no_more_than_it_sear
         hub._output(b"y" * ALIGN_SEARCH_BYTES)
         return hub
 
-    hub = asyncio.run(run())
+    # a thread of its own: a browser test's Playwright may hold this thread's event loop
+    with ThreadPoolExecutor(1) as pool:
+        hub = pool.submit(asyncio.run, run()).result()
     assert hub.position == 5 + 1024 + ALIGN_SEARCH_BYTES  # delivered, without a gap
     assert hub.ring.endswith(b"y" * 100) and not hub._pending
