@@ -1,5 +1,6 @@
-"""Throttled logins and API tokens, counted by django-axes per user name and address: past the
-limit the login page and the API answer 429 with Retry-After and say when to try again."""
+"""Throttled logins and API tokens, counted by django-axes: logins per user name and address, a
+known token's wrong secrets per token, unknown tokens per address. Past the limit the login page
+and the API answer 429 with Retry-After and say when to try again."""
 
 import math
 from datetime import datetime, timedelta
@@ -7,19 +8,26 @@ from typing import Any
 
 from axes.backends import AxesStandaloneBackend
 from axes.handlers.proxy import AxesProxyHandler
-from axes.helpers import get_client_username, get_cool_off
-from axes.models import AccessAttempt
+from axes.helpers import get_client_parameters, get_client_username, get_cool_off
+from axes.models import AccessAttempt, AccessBase
 from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.signals import user_login_failed
-from django.db.models import Max
+from django.db.models import Max, Q
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-# What token failures are counted under: no user can have this name (spaces and brackets are not
-# allowed in one), so a stream of bad tokens never locks a real user out, only the address.
+from instances.services.tokens import api_token_known_prefix
+
+# What token failures are counted under: no user can have these names (spaces and brackets are
+# not allowed in one), so bad tokens never lock a real user out. Unknown tokens count against
+# their address; a known token's wrong secrets against that token alone, so neither a guesser's
+# address nor another token's failures lock out the good tokens sent from the same address.
 TOKEN_USERNAME = "(api token)"
 TOKEN_CREDENTIALS = {"username": TOKEN_USERNAME}
+KNOWN_TOKEN_USERNAME = "(api token {prefix})"
+BY_USER_AND_ADDRESS = [["username", "ip_address"]]
+BY_USER = [["username"]]
 
 
 class LoginThrottle(AxesStandaloneBackend):
@@ -34,26 +42,54 @@ class LoginThrottle(AxesStandaloneBackend):
         return super().authenticate(request, username, password, **kwargs)
 
 
-def token_attempt_allowed(request: HttpRequest) -> bool:
-    """False once this address sent too many bad tokens: the answer becomes the 429 below."""
-    if AxesProxyHandler.is_allowed(request, TOKEN_CREDENTIALS):
+def lockout_parameters(
+    request_or_attempt: HttpRequest | AccessBase, credentials: dict[str, Any] | None = None
+) -> list[list[str]]:
+    """What axes counts failures by (AXES_LOCKOUT_PARAMETERS): a known token by itself, from
+    whatever address; logins and unknown tokens by name and address."""
+    username = (credentials or {}).get("username") or getattr(request_or_attempt, "username", "")
+    return BY_USER if _names_known_token(str(username or "")) else BY_USER_AND_ADDRESS
+
+
+def _names_known_token(username: str) -> bool:
+    return username.startswith("(api token ") and username != TOKEN_USERNAME
+
+
+def token_credentials(plaintext: str) -> dict[str, str]:
+    """The count a presented token's failures go to: the token its prefix names, else the
+    address's unknown tokens."""
+    prefix = api_token_known_prefix(plaintext=plaintext)
+    if prefix is None:
+        return TOKEN_CREDENTIALS
+    return {"username": KNOWN_TOKEN_USERNAME.format(prefix=prefix)}
+
+
+def token_attempt_allowed(request: HttpRequest, credentials: dict[str, str]) -> bool:
+    """False once these credentials failed too often: the answer becomes the 429 below."""
+    if AxesProxyHandler.is_allowed(request, credentials):
         return True
     request.axes_locked_out = True  # type: ignore[attr-defined]
-    request.axes_credentials = TOKEN_CREDENTIALS  # type: ignore[attr-defined]
+    request.axes_credentials = credentials  # type: ignore[attr-defined]
     return False
 
 
-def token_failed(request: HttpRequest) -> None:
-    """Count a bad token of this address, as a failed login is counted."""
-    user_login_failed.send(sender=__name__, credentials=TOKEN_CREDENTIALS, request=request)
+def token_failed(request: HttpRequest, credentials: dict[str, str]) -> None:
+    """Count a bad token, as a failed login is counted."""
+    user_login_failed.send(sender=__name__, credentials=credentials, request=request)
 
 
 def retry_at(request: HttpRequest, credentials: dict[str, Any] | None) -> datetime:
-    """When the lockout of this user name and address ends: the cool-off after its last failure."""
-    last = AccessAttempt.objects.filter(
-        username=get_client_username(request, credentials),
-        ip_address=getattr(request, "axes_ip_address", None),
-    ).aggregate(last=Max("attempt_time"))["last"]
+    """When the lockout of these credentials ends: the cool-off after their last failure."""
+    matching = Q()
+    for kwargs in get_client_parameters(
+        get_client_username(request, credentials),
+        getattr(request, "axes_ip_address", None),  # type: ignore[arg-type]
+        getattr(request, "axes_user_agent", ""),
+        request,
+        credentials,
+    ):
+        matching |= Q(**kwargs)
+    last = AccessAttempt.objects.filter(matching).aggregate(last=Max("attempt_time"))["last"]
     return (last or timezone.now()) + (get_cool_off(request) or timedelta(0))
 
 
@@ -66,7 +102,11 @@ def lockout_response(
     seconds = max(1, math.ceil((at - timezone.now()).total_seconds()))
     when = f"{timezone.localtime(at):%H:%M %Z} (in {_duration(seconds)})"
     response: HttpResponse
-    if request.path.startswith("/api/"):
+    username = str((credentials or {}).get("username", ""))
+    if request.path.startswith("/api/") and _names_known_token(username):
+        detail = f"Too many bad secrets for this API token: try again after {when}."
+        response = JsonResponse({"detail": detail, "errors": {}}, status=429)
+    elif request.path.startswith("/api/"):
         detail = f"Too many bad API tokens from your address: try again after {when}."
         response = JsonResponse({"detail": detail, "errors": {}}, status=429)
     else:

@@ -2,8 +2,9 @@
 
 A session only counts with a valid CSRF token on unsafe methods, as for the pages. A request
 without either is 401; a token that is wrong, expired or belongs to an inactive user is 401 too,
-even when a session cookie came along, so a script never silently acts as someone else. An
-address that sent too many bad tokens is answered 429 with Retry-After for a while.
+even when a session cookie came along, so a script never silently acts as someone else. Too many
+wrong secrets for one token, or unknown tokens from one address, are answered 429 with
+Retry-After for a while; other tokens from that address keep working.
 """
 
 from typing import Any
@@ -15,18 +16,20 @@ from ninja.security import HttpBearer
 from ninja.security import SessionAuth as NinjaSessionAuth
 
 from instances.services.tokens import api_token_authenticate
-from instances.throttle import token_attempt_allowed, token_failed
+from instances.throttle import token_attempt_allowed, token_credentials, token_failed
 
 
 class ApiTokenAuth(HttpBearer):
-    """A token, unless its address sent too many bad ones (429 from axes' middleware)."""
+    """A token, unless it (or, for an unknown one, its address) failed too often: 429 from
+    axes' middleware."""
 
     def authenticate(self, request: HttpRequest, token: str) -> User:
-        if not token_attempt_allowed(request):
+        credentials = token_credentials(token)
+        if not token_attempt_allowed(request, credentials):
             raise AuthenticationError(message="Too many bad API tokens.")
         user = api_token_authenticate(plaintext=token)
         if user is None:
-            token_failed(request)
+            token_failed(request, credentials)
             raise AuthenticationError(message="The API token is invalid or has expired.")
         request.user = user
         return user

@@ -14,6 +14,7 @@ from instances.models import ApiToken
 from instances.services.audit import audit_record
 
 TOKEN_PREFIX = "zop_"
+PREFIX_LENGTH = 12  # "zop_" and 8 random characters: shown to tell tokens apart
 # last_used_at is a hint for people, not a log: one write a minute per token is plenty.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
@@ -32,7 +33,7 @@ def api_token_create(
     token = ApiToken(
         user=user,
         name=name.strip(),
-        prefix=plaintext[:12],
+        prefix=plaintext[:PREFIX_LENGTH],
         token_hash=api_token_hash(plaintext),
         expires_at=expires_at,
     )
@@ -42,6 +43,16 @@ def api_token_create(
     token.save()
     audit_record(actor=user, action="api_token.create", target=token)
     return token, plaintext
+
+
+def api_token_known_prefix(*, plaintext: str) -> str | None:
+    """The prefix of the presented token when a stored token has it (right secret or not)."""
+    prefix = plaintext[:PREFIX_LENGTH]
+    if len(plaintext) <= PREFIX_LENGTH or not prefix.startswith(TOKEN_PREFIX):
+        return None
+    if not prefix.isascii() or not ApiToken.objects.filter(prefix=prefix).exists():
+        return None
+    return prefix
 
 
 def api_token_authenticate(*, plaintext: str) -> User | None:

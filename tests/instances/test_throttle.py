@@ -98,3 +98,32 @@ def test_a_good_token_from_another_address_still_works_while_one_is_throttled(se
         guesser.get("/projects")
     script = Api(Client(REMOTE_ADDR="192.0.2.8"), {"Authorization": f"Bearer {plaintext}"})
     assert script.get("/projects").status_code == 200
+
+
+def test_bad_unknown_tokens_from_an_address_do_not_block_a_good_token_from_it(settings, operator):
+    _, plaintext = api_token_create(user=operator, name="ci")
+    guesser = Api(Client(), {"Authorization": "Bearer zop_guess"})
+    answers = [guesser.get("/projects").status_code for _ in range(settings.AXES_FAILURE_LIMIT)]
+    assert answers[-1] == 429
+    script = Api(Client(), {"Authorization": f"Bearer {plaintext}"})
+    assert script.get("/projects").status_code == 200
+    # the address stays throttled for unknown tokens
+    assert guesser.get("/projects").status_code == 429
+
+
+def test_wrong_secrets_for_a_token_throttle_that_token_only(settings, operator):
+    _, plaintext = api_token_create(user=operator, name="ci")
+    _, other = api_token_create(user=operator, name="laptop")
+    forged = plaintext[:12] + "x" * (len(plaintext) - 12)
+    guesser = Api(Client(), {"Authorization": f"Bearer {forged}"})
+    answers = [guesser.get("/projects").status_code for _ in range(settings.AXES_FAILURE_LIMIT)]
+    assert answers[-1] == 429
+    # the token is throttled from every address, told why; unknown tokens are not counted
+    owner = Api(Client(REMOTE_ADDR="192.0.2.9"), {"Authorization": f"Bearer {plaintext}"})
+    refused = owner.get("/projects")
+    assert refused.status_code == 429
+    assert refused.json()["detail"].startswith("Too many bad secrets for this API token")
+    assert int(refused["Retry-After"]) == 15 * 60
+    assert Api(Client(), {"Authorization": f"Bearer {other}"}).get("/projects").status_code == 200
+    unknown = Api(Client(), {"Authorization": "Bearer zop_guess"})
+    assert unknown.get("/projects").status_code == 401
