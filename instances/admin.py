@@ -10,12 +10,12 @@ from instances import (
     admin_clusters,  # noqa: F401  (registers ClusterAdmin)
     admin_gitops,  # noqa: F401  (registers GitSourceAdmin)
     admin_registries,  # noqa: F401  (registers RegistryCredentialAdmin)
+    admin_users,  # noqa: F401  (registers users, groups, tokens and login history)
 )
 from instances.access import project_role
 from instances.admin_scope import ProjectScopedAdmin
 from instances.choices import Role
 from instances.models import (
-    ApiToken,
     AuditEvent,
     ConsoleSession,
     ConsoleTicket,
@@ -321,21 +321,6 @@ class DiskSnapshotAdmin(ShownOnly, ProjectScopedAdmin):
     list_filter = ["state", "consistent"]
     search_fields = ["name", "disk__name"]
     list_select_related = ["disk"]
-
-
-@admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
-    """Tokens are made with `manage.py api_token create`, the one place the plaintext shows;
-    here they can be read, given an expiry, or deleted to revoke them."""
-
-    list_display = ["name", "user", "prefix", "created_at", "last_used_at", "expires_at"]
-    list_filter = ["expires_at"]
-    search_fields = ["name", "prefix", "user__username"]
-    list_select_related = ["user"]
-    readonly_fields = ["user", "prefix", "token_hash", "created_at", "last_used_at"]
-
-    def has_add_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
-        return False
 
 
 @admin.register(ConsoleSession)

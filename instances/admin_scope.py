@@ -8,6 +8,7 @@ from typing import Any
 
 from django.contrib import admin
 from django.contrib.admin.utils import unquote
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import models
 from django.db.models import Q, QuerySet
@@ -32,7 +33,50 @@ def user_projects(user: AbstractBaseUser | AnonymousUser, required: Role) -> Que
     return Project.objects.filter(pk__in=members.values("project_id"))
 
 
-class ProjectScopedAdmin(admin.ModelAdmin):
+def users_sharing_a_project(
+    user: AbstractBaseUser | AnonymousUser, required: Role = Role.VIEWER
+) -> QuerySet[Any]:
+    """The user and the members of the projects where the user holds `required` or higher."""
+    users = get_user_model()._default_manager.all()
+    if getattr(user, "is_superuser", False):
+        return users
+    if user.pk is None:
+        return users.none()
+    projects = user_projects(user, required)
+    members = Membership.objects.filter(project__in=projects).values("user_id")
+    return users.filter(Q(pk=user.pk) | Q(pk__in=members))
+
+
+class HiddenOutsideScope(admin.ModelAdmin):
+    """A row outside the user's `get_queryset` answers 404 on every page of its own, as on the
+    product's pages (Django would redirect to the index with "does not exist")."""
+
+    def _mine_or_404(self, request: HttpRequest, object_id: str) -> None:
+        """A row outside the scope does not exist for the user, as on the pages."""
+        if self.get_object(request, unquote(object_id)) is None:
+            raise Http404("Not found.")
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:  # fmt: skip
+        self._mine_or_404(request, object_id)
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def delete_view(
+        self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        self._mine_or_404(request, object_id)
+        return super().delete_view(request, object_id, extra_context)
+
+    def history_view(
+        self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        self._mine_or_404(request, object_id)
+        return super().history_view(request, object_id, extra_context)
+
+
+class ProjectScopedAdmin(HiddenOutsideScope):
     """A ModelAdmin of a model that belongs to a project through `project_path` ("project",
     "instance__project", "" for Project itself). Rows of no project (shared images, say) are
     shown to every staff user and changed by superusers only."""
@@ -70,30 +114,6 @@ class ProjectScopedAdmin(admin.ModelAdmin):
             return queryset.filter(pk__in=projects.values("pk"))
         mine = Q(**{f"{self.project_path}__in": projects})
         return queryset.filter(mine | Q(**{f"{self.project_path}__isnull": True}))
-
-    def _mine_or_404(self, request: HttpRequest, object_id: str) -> None:
-        """Another project's row does not exist for the user, as on the pages."""
-        if self.get_object(request, unquote(object_id)) is None:
-            raise Http404("Not found.")
-
-    def change_view(
-        self, request: HttpRequest, object_id: str, form_url: str = "",
-        extra_context: dict[str, Any] | None = None,
-    ) -> HttpResponse:  # fmt: skip
-        self._mine_or_404(request, object_id)
-        return super().change_view(request, object_id, form_url, extra_context)
-
-    def delete_view(
-        self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
-    ) -> HttpResponse:
-        self._mine_or_404(request, object_id)
-        return super().delete_view(request, object_id, extra_context)
-
-    def history_view(
-        self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
-    ) -> HttpResponse:
-        self._mine_or_404(request, object_id)
-        return super().history_view(request, object_id, extra_context)
 
     def get_list_filter(self, request: HttpRequest) -> Any:
         """Filters by project list the projects of the rows shown, never every project's name."""
