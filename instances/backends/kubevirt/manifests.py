@@ -21,6 +21,9 @@ MANAGED_BY = {"app.kubernetes.io/managed-by": "zopday"}
 MACHINE_LABEL = "zopday.io/machine"  # on a VM, its VMI and DataVolumes: the machine id
 MEDIUM_LABEL = "zopday.io/cdrom"  # on a CD-ROM's DataVolume: the drive's disk name
 POD_NETWORK = "default"  # user-mode networking on QEMU: the pod network, masqueraded
+# deploy/kubevirt/rbac.yaml: the console's account, and the role giving it a namespace's Secrets
+CONSOLE_ACCOUNT = {"kind": "ServiceAccount", "name": "zopday-console", "namespace": "zopday"}
+SECRETS_ROLE = "zopday-console-secrets"
 
 
 @dataclass(frozen=True)
@@ -193,6 +196,19 @@ def seed_secret(spec: MachineSpec, namespace: str) -> Body | None:
         "type": "Opaque",
         "stringData": data,
     }
+
+
+def secrets_binding(namespace: str) -> Body:
+    """The RoleBinding giving the console the Secrets of this project namespace (and no other)."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": SECRETS_ROLE, "namespace": namespace, "labels": dict(MANAGED_BY)},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": SECRETS_ROLE,
+        },
+        "subjects": [dict(CONSOLE_ACCOUNT)],
+    }  # fmt: skip
 
 
 def pull_secret_name(machine_id: str, disk: DiskSpec) -> str:

@@ -1,7 +1,7 @@
-"""Writing a machine's objects to its project's namespace, idempotently: the namespace, the
-subnets' NetworkAttachmentDefinitions, the VirtualMachine (strict field validation, so a field
-the cluster does not know is an error, not dropped) and its seed Secret, owned by the VM so that
-deleting the VM takes it along."""
+"""Writing a machine's objects to its project's namespace, idempotently: the namespace and the
+binding that gives the console its Secrets, the subnets' NetworkAttachmentDefinitions, the
+VirtualMachine (strict field validation, so a field the cluster does not know is an error, not
+dropped) and its seed Secret, owned by the VM so that deleting the VM takes it along."""
 
 from collections.abc import Callable
 from typing import Any
@@ -25,6 +25,7 @@ class NamespaceObjects:
         self.api, self.namespace = api, namespace
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
+        self.rbac = client.RbacAuthorizationV1Api(api)
 
     def _calling(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """The call's answer; its refusal as a BackendError (404 and 409 come back as None
@@ -42,6 +43,21 @@ class NamespaceObjects:
         if self._calling(self.core.read_namespace, self.namespace) == 404:
             body = {"metadata": {"name": self.namespace, "labels": dict(manifests.MANAGED_BY)}}
             self._calling(self.core.create_namespace, body)  # 409: made meanwhile
+        self.ensure_secrets_access()
+
+    def ensure_secrets_access(self) -> None:
+        """Binds the console's Secrets role in its namespace (409: bound already). A role from
+        an older rbac.yaml may not bind (403): its Secrets rule then says for itself."""
+        create: Callable[..., Any] = self.rbac.create_namespaced_role_binding  # takes a dict
+        try:
+            create(
+                self.namespace, manifests.secrets_binding(self.namespace), _request_timeout=TIMEOUT
+            )
+        except client.ApiException as error:
+            if error.status not in (403, 409):
+                raise refusal(error, self.api.configuration.host) from None
+        except Exception as error:
+            raise refusal(error, self.api.configuration.host) from None
 
     def ensure_networks(self, spec: MachineSpec) -> dict[str, str]:
         """A NetworkAttachmentDefinition per subnet segment the machine joins; segment → name."""

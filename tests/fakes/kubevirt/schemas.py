@@ -55,6 +55,29 @@ _OWN_KINDS: dict[str, dict[str, Any]] = {
             "status": {"type": "object"},
         },
     },
+    "RoleBinding": {
+        "type": "object",
+        "required": ["roleRef"],
+        "properties": {
+            **_TYPE_META,
+            "metadata": _META,
+            "roleRef": {
+                "type": "object",
+                "required": ["apiGroup", "kind", "name"],
+                "properties": {key: {"type": "string"} for key in ("apiGroup", "kind", "name")},
+            },
+            "subjects": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["kind", "name"],
+                    "properties": {
+                        key: {"type": "string"} for key in ("apiGroup", "kind", "name", "namespace")
+                    },
+                },
+            },
+        },
+    },
     "NetworkAttachmentDefinition": {
         "type": "object",
         "required": ["spec"],

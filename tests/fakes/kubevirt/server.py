@@ -22,7 +22,7 @@ from websockets.server import ServerProtocol
 from websockets.sync.connection import Connection as WebsocketConnection
 
 from tests.fakes.kubevirt import schemas, webhooks
-from tests.fakes.kubevirt.store import BY_PATH, ApiError, Body, Event, Resource, Store
+from tests.fakes.kubevirt.store import BY_KIND, BY_PATH, ApiError, Body, Event, Resource, Store
 
 SUBRESOURCES_GROUP = "subresources.kubevirt.io"
 # (plural, subresource) → handler(namespace, name, body) answering a PUT to a KubeVirt action
@@ -68,6 +68,13 @@ class Subject:
             and (resource in resources or "*" in resources)
             for verbs, rule_group, resources in self.rules
         )
+
+
+def _subject_user(subject: Body) -> str:
+    """The user name a RoleBinding's subject authenticates as."""
+    if subject.get("kind") == "ServiceAccount":
+        return f"system:serviceaccount:{subject.get('namespace', '')}:{subject['name']}"
+    return str(subject.get("name", ""))
 
 
 @dataclass
@@ -163,6 +170,8 @@ class FakeApiServer:
         }
         self.deletions: dict[str, Deletion] = {}  # kind → what a DELETE sets going (a VMI's pod)
         self.tokens: dict[str, Subject] = {}
+        # ClusterRoles a RoleBinding may name: their rules hold in the binding's namespace
+        self.cluster_roles: dict[str, list[tuple[set[str], str, set[str]]]] = {}
         self.requests: Counter[str] = Counter()  # "GET virtualmachines", "WATCH ...", ...
         self.sent: list[Sent] = []  # every object and action body, as validated
         self.bookmark_seconds = bookmark_seconds
@@ -223,7 +232,9 @@ class FakeApiServer:
             raise ApiError(401, "Unauthorized", "Unauthorized")
         resource = route.resource.plural + (f"/{route.subresource}" if route.subresource else "")
         group = route.action_group or route.resource.group
-        if not subject.allows(verb, group, resource):
+        if not subject.allows(verb, group, resource) and not self.bound_allows(
+            subject, verb, group, resource, route.namespace
+        ):
             where = f' in the namespace "{route.namespace}"' if route.namespace else ""
             named = (
                 f'{route.resource.plural}.{group} "{route.name}"'
@@ -237,6 +248,24 @@ class FakeApiServer:
                 f'"{resource}" in API group "{group}"{where}',
                 {"name": route.name, "group": group, "kind": route.resource.plural},
             )
+
+    def bound_allows(
+        self, subject: Subject, verb: str, group: str, resource: str, namespace: str | None
+    ) -> bool:
+        """Whether a RoleBinding of the namespace gives the subject a ClusterRole allowing it."""
+        if not namespace:
+            return False
+        bindings, _ = self.store.list(BY_KIND["RoleBinding"], namespace, lambda _: True)
+        for binding in bindings:
+            bound = {_subject_user(named) for named in binding.get("subjects", [])}
+            rules = self.cluster_roles.get(binding["roleRef"]["name"])
+            if (
+                subject.user in bound
+                and rules
+                and Subject(subject.user, rules).allows(verb, group, resource)
+            ):
+                return True
+        return False
 
     def admit(self, kind: str, namespace: str, body: Body, *, created: bool = False) -> None:
         """KubeVirt's validating webhooks for the kind: raise ApiError to refuse the write."""

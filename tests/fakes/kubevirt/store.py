@@ -39,6 +39,7 @@ RESOURCES = (
     Resource("", "v1", "nodes", "Node", namespaced=False),
     Resource("", "v1", "secrets", "Secret"),
     Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim"),
+    Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"),
     Resource("kubevirt.io", "v1", "virtualmachines", "VirtualMachine"),
     Resource("kubevirt.io", "v1", "virtualmachineinstances", "VirtualMachineInstance"),
     Resource(

@@ -18,16 +18,36 @@ RBAC = "deploy/kubevirt/rbac.yaml"
 ROOT = Path(__file__).resolve().parents[4]
 
 
-def shipped_role() -> Subject:
-    """The console's service account as deploy/kubevirt/rbac.yaml makes it."""
-    documents = list(yaml.safe_load_all((ROOT / RBAC).read_text()))
-    role = next(doc for doc in documents if doc["kind"] == "ClusterRole")
-    rules = [
+def shipped_documents() -> list[dict]:
+    return list(yaml.safe_load_all((ROOT / RBAC).read_text()))
+
+
+def rules_of(role: dict) -> list[tuple[set[str], str, set[str]]]:
+    return [
         (set(rule["verbs"]), group, set(rule["resources"]))
         for rule in role["rules"]
         for group in rule["apiGroups"]
     ]
-    return Subject("system:serviceaccount:zopday:zopday-console", rules=rules)
+
+
+def shipped_role() -> Subject:
+    """The console's service account as deploy/kubevirt/rbac.yaml makes it cluster-wide."""
+    documents = shipped_documents()
+    bound = next(doc for doc in documents if doc["kind"] == "ClusterRoleBinding")["roleRef"]
+    role = next(
+        doc for doc in documents if doc["kind"] == "ClusterRole"
+        and doc["metadata"]["name"] == bound["name"]
+    )  # fmt: skip
+    return Subject("system:serviceaccount:zopday:zopday-console", rules=rules_of(role))
+
+
+def ship(kube_api, token: str) -> None:
+    """The fake's `token` signs in as the shipped account; the ClusterRoles rbac.yaml binds
+    in no namespace are known for the RoleBindings the console makes."""
+    kube_api.add_token(token, shipped_role())
+    for doc in shipped_documents():
+        if doc["kind"] == "ClusterRole":
+            kube_api.cluster_roles[doc["metadata"]["name"]] = rules_of(doc)
 
 
 def cluster_at(url: str, token: str) -> Cluster:
@@ -38,7 +58,7 @@ def cluster_at(url: str, token: str) -> Cluster:
 
 
 def test_the_shipped_role_reads_the_zones_of_the_nodes(kube_api):
-    kube_api.add_token("shipped", shipped_role())
+    ship(kube_api, "shipped")
     cluster = cluster_at(kube_api.url, "shipped")
     assert cluster_check(cluster) == ""
     cluster.refresh_from_db()

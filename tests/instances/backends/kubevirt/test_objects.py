@@ -80,7 +80,7 @@ def test_every_object_the_console_sends_validates_against_the_vendored_documents
         objects.define(replace(spec, memory_mb=spec.memory_mb * 2), placement, image_url)
     sent = [item for item in kube_api.sent if item.agent == connection.USER_AGENT]
     assert {item.kind for item in sent} == {
-        "Namespace", "NetworkAttachmentDefinition", "Secret", "VirtualMachine",
+        "Namespace", "NetworkAttachmentDefinition", "RoleBinding", "Secret", "VirtualMachine",
     }  # fmt: skip
     assert len(sent) >= 2 * len(SHAPES)
     assert invalid_sent(kube_api) == []

@@ -27,7 +27,7 @@ from tests.fakes.kubevirt.fixtures import (
     wait_for_state,
 )
 from tests.fakes.kubevirt.store import Event
-from tests.instances.backends.kubevirt.test_connection import shipped_role
+from tests.instances.backends.kubevirt.test_connection import ship
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 SNAPSHOT_KINDS = (
@@ -40,7 +40,7 @@ SNAPSHOT_KINDS = (
 @pytest.fixture
 def shipped_token(kube_api):
     """The console signs in as deploy/kubevirt/rbac.yaml's role: it grants all snapshots take."""
-    kube_api.add_token("console-token", shipped_role())
+    ship(kube_api, "console-token")
 
 
 @pytest.fixture
