@@ -20,9 +20,9 @@ from instances.choices import Role
 from instances.models import ApiToken
 
 RIGHTS_FIELDS = ["is_active", "is_staff", "is_superuser", "groups", "user_permissions"]
-# Only a user of this name and a member of one of the projects lists it: a project admin adds a
-# member by typing their exact user name, without a list of every user to browse.
-MEMBER_AUTOCOMPLETE = ("instances", "membership", "user")  # a membership's user, page or inline
+# Choosing a membership's user (page or inline), a project admin also finds anyone by their
+# exact user name: members can be added without a list of every user to browse.
+MEMBER_AUTOCOMPLETE = ("instances", "membership", "user")
 
 for model in (User, Group, AccessAttempt, AccessLog, AccessFailureLog):
     if admin.site.is_registered(model):
