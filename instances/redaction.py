@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import yaml
 
+from instances.bounded_yaml import yaml_compose
 from instances.validators import USER_DATA_MAX_BYTES
 
 HIDDEN = "••••••••"
@@ -107,8 +108,7 @@ IN_TEXT: tuple[Rule, ...] = (
 )  # fmt: skip
 READABLE_ENCODINGS = ("", "text/plain")
 COMMAND_LISTS = ("runcmd", "bootcmd")  # each item is a command of its own
-# libyaml where PyYAML has it (its wheels do): the pure-Python parser takes 20 times as long.
-LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# libyaml's emitter where PyYAML has it (its wheels do)
 DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 STR, NULL, BOOL = (f"tag:yaml.org,2002:{name}" for name in ("str", "null", "bool"))
 MAP, SEQ = "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"
@@ -127,11 +127,11 @@ def user_data_redacted(text: str) -> str:
         return HIDDEN
     try:
         # the node graph, redacted and written back: no Python objects built in between
-        root = yaml.compose(text, Loader=LOADER)
+        root = yaml_compose(text)  # within bounds: an alias, for one, is refused
         if not isinstance(root, yaml.MappingNode) or root.tag != MAP:
             return HIDDEN
         shown = yaml.serialize(_redacted(root, "", set()), Dumper=DUMPER, allow_unicode=True)
-    except (yaml.YAMLError, RecursionError, _HiddenWhole):  # libyaml nests at most 1,000 deep
+    except (yaml.YAMLError, _HiddenWhole):
         return HIDDEN
     return "#cloud-config\n" + shown
 
