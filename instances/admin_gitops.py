@@ -1,5 +1,6 @@
 """Git sources in the admin: the deploy key or token is write-only (stored encrypted, never
-shown); admins of a project manage its source. Syncs are read-only records."""
+shown); admins of a project manage its source. Syncs and webhook deliveries are read-only
+records."""
 
 import secrets
 from typing import Any
@@ -12,7 +13,7 @@ from instances.admin_scope import ProjectScopedAdmin
 from instances.choices import GitAuth, Role
 from instances.gitops import git
 from instances.gitops.services import CREDENTIAL_FOR_NEW_URL
-from instances.models import GitSource, GitSync
+from instances.models import GitSource, GitSync, GitWebhookDelivery
 
 
 class GitSourceAdminForm(forms.ModelForm):
@@ -98,6 +99,21 @@ class GitSyncAdmin(ProjectScopedAdmin):
     list_display = ["started_at", "source", "trigger", "status", "sha", "subject"]
     list_filter = ["status", "trigger"]
     search_fields = ["sha", "subject", "source__project__slug"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(GitWebhookDelivery)
+class GitWebhookDeliveryAdmin(ProjectScopedAdmin):
+    """The webhook deliveries kept to refuse replays: shown, never changed."""
+
+    project_path = "source__project"
+    list_display = ["received_at", "source", "key"]
+    search_fields = ["source__project__slug"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -1,9 +1,10 @@
 """User data as seen by those who may not read its credentials (project admins see it as written).
 
 Hidden: values under credential keys (passwd, *_private, tokens, ...), chpasswd lines, URL
-passwords, credential files (.pgpass, .netrc, ...) and secrets inside text (`X_PASSWORD=...`,
-Authorization headers, `-p`/`-u` flags, PEM keys, input piped to chpasswd). Base64 or gzip files,
-YAML with aliases and user data over the cap are hidden whole. Patterns are RE2: linear time.
+passwords, credential files (.pgpass, .netrc, ...), the values of a .env, and secrets inside text
+(`X_PASSWORD=...`, `pass = `, JSON's "auth", Authorization headers, `-p`/`-u` flags, PEM keys, input
+piped to chpasswd or a registry login). Base64 or gzip files, YAML with aliases and user data over
+the cap are hidden whole. Patterns are RE2: linear time.
 """
 
 import functools
@@ -12,6 +13,7 @@ from collections.abc import Callable
 
 import yaml
 
+from instances.bounded_yaml import yaml_compose
 from instances.validators import USER_DATA_MAX_BYTES
 
 HIDDEN = "••••••••"
@@ -23,6 +25,7 @@ _KEYWORD = r"(?:passw|secret|token|private|credential|api[_-]?key|access[_-]?key
 _WORD = rf"(?=[\w.-]*?{_KEYWORD})[\w.-]++"
 _VALUE = r"(?:\"[^\"\n]*+\"|'[^'\n]*+'|[^\s\"'|;&]++)"
 _FILES = r"(?:\.pgpass|pgpass\.conf|\.netrc|\.git-credentials)"
+_REGISTRY_LOGIN = r"(?:docker|podman|nerdctl|buildah|skopeo|helm[ \t]++registry)[ \t]++login"
 
 
 def _until(*words: str) -> str:
@@ -89,6 +92,36 @@ IN_TEXT: tuple[Rule, ...] = (
     (("htpasswd",),
      re.compile(rf"(\bhtpasswd((?:[ \t]++-[a-zA-Z]++)++)(?:[ \t]++\S++){{2}}[ \t]++){_VALUE}"),
      _if_given_with_b),
+    # short names: pass = X (an .ini), MYSQL_PWD=X, DB_PASS=X, SSHPASS=X (not PWD, a folder)
+    (("pass", "pwd"),
+     re.compile(rf"((?<![\w.-])(?:[\w.-]*?[_.-](?:pass|pwd)|(?:ssh)?pass)[ \t]*+[=:][ \t]*+)"
+                rf"(?!-)(?!//){_VALUE}", re.I),
+     rf"\1{HIDDEN}"),
+    # a quoted key, as JSON writes it: "password": "X", a .docker/config.json's "auth": "X"
+    (("auth", *KEYWORDS),
+     re.compile(rf"(\"(?:(?=[\w.-]*?{_KEYWORD})[\w.-]++|auth)\"[ \t]*+:[ \t]*+)\"[^\"\n]*+\"",
+                re.I),
+     rf'\1"{HIDDEN}"'),
+    # the password flag of sshpass, useradd/usermod and a registry login (-p X or -pX)
+    (("sshpass",),
+     re.compile(rf"(\bsshpass\b{_until('sshpass')}[ \t]-p[ \t]*+)(?!-){_VALUE}"),
+     rf"\1{HIDDEN}"),
+    (("useradd", "usermod"),
+     re.compile(rf"(\buser(?:add|mod)\b{_until('useradd', 'usermod')}[ \t]-p[ \t]++)(?!-)"
+                rf"{_VALUE}"),
+     rf"\1{HIDDEN}"),
+    (("login",),
+     re.compile(rf"(\b{_REGISTRY_LOGIN}\b{_until('login')}[ \t]-p(?:=|[ \t]*+))(?!-){_VALUE}"),
+     rf"\1{HIDDEN}"),
+    # aws configure set aws_secret_access_key X, npm config set //host/:_authToken X
+    (("configure", "config"),
+     re.compile(rf"(\b(?:aws[ \t]++configure|(?:npm|yarn|pnpm)[ \t]++config)[ \t]++set[ \t]++"
+                rf"(?=\S*?(?:{_KEYWORD}|_auth\b))\S++[ \t]++)(?!-){_VALUE}", re.I),
+     rf"\1{HIDDEN}"),
+    # vault login X (a token; -method=... logins give key=value pairs, read above)
+    (("vault",),
+     re.compile(rf"(\bvault[ \t]++login(?:[ \t]++-\S++)*+[ \t]++)(?!-)(?![\w.-]*+=){_VALUE}"),
+     rf"\1{HIDDEN}"),
     # a PEM private key's body, to its end (or to the next key, or the end of the text)
     (("private key",),
      re.compile(r"(-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----)(?:(?:(?!-----BEGIN )[\s\S])*?"
@@ -98,17 +131,21 @@ IN_TEXT: tuple[Rule, ...] = (
     (("echo", "printf"),
      re.compile(r"\b(echo|printf)\b(?:(?!\b(?:echo|printf)\b)[^|\n])*+\|[ \t]*+"
                 r"((?:sudo[ \t]++)?(?:chpasswd|passwd)\b"
-                r"|sudo\b[^|\n;&]*?[ \t](?:-[a-zA-Z]*?S|--stdin)\b)"),
+                r"|sudo\b[^|\n;&]*?[ \t](?:-[a-zA-Z]*?S|--stdin)\b"
+                rf"|{_REGISTRY_LOGIN}\b[^|\n;&]*?[ \t]--password-stdin\b)"),
      rf"\1 {HIDDEN} | \2"),
     (("echo", "printf"),
      re.compile(r"\b(echo|printf)\b(?:(?!\b(?:echo|printf)\b)[^|\n>])*+"
                 rf"(>>?[ \t]*+[^\s;&|>]*?{_FILES})\b"),
      rf"\1 {HIDDEN} \2"),
 )  # fmt: skip
+# NAME=value in a dotenv file, `export` or not; an empty value stays empty
+ENV_VALUE = re.compile(
+    r"(?m)^([ \t]*+(?:export[ \t]++)?[A-Za-z_][\w.-]*+[ \t]*+=[ \t]*+)[^\s#][^\n]*+"
+)
 READABLE_ENCODINGS = ("", "text/plain")
 COMMAND_LISTS = ("runcmd", "bootcmd")  # each item is a command of its own
-# libyaml where PyYAML has it (its wheels do): the pure-Python parser takes 20 times as long.
-LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# libyaml's emitter where PyYAML has it (its wheels do)
 DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 STR, NULL, BOOL = (f"tag:yaml.org,2002:{name}" for name in ("str", "null", "bool"))
 MAP, SEQ = "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"
@@ -127,11 +164,11 @@ def user_data_redacted(text: str) -> str:
         return HIDDEN
     try:
         # the node graph, redacted and written back: no Python objects built in between
-        root = yaml.compose(text, Loader=LOADER)
+        root = yaml_compose(text)  # within bounds: an alias, for one, is refused
         if not isinstance(root, yaml.MappingNode) or root.tag != MAP:
             return HIDDEN
         shown = yaml.serialize(_redacted(root, "", set()), Dumper=DUMPER, allow_unicode=True)
-    except (yaml.YAMLError, RecursionError, _HiddenWhole):  # libyaml nests at most 1,000 deep
+    except (yaml.YAMLError, _HiddenWhole):
         return HIDDEN
     return "#cloud-config\n" + shown
 
@@ -146,6 +183,12 @@ def is_credential(key: str) -> bool:
 
 def is_credentials_file(path: object) -> bool:
     return str(path or "").rstrip().rsplit("/", 1)[-1].endswith(CREDENTIAL_FILES)
+
+
+def is_env_file(path: object) -> bool:
+    """A dotenv file (.env, .env.production, app.env): every value in it is taken as a secret."""
+    name = str(path or "").rstrip().rsplit("/", 1)[-1]
+    return name == ".env" or name.startswith(".env.") or name.endswith(".env")
 
 
 def _scalar(node: yaml.Node | None) -> str:
@@ -212,6 +255,11 @@ def _mapping_redacted(node: yaml.MappingNode, key: str, seen: set[int]) -> yaml.
         for pair in pairs:
             if pair[0].value == "content":
                 pair[1] = _hidden()
+    elif isinstance(values.get("content"), yaml.ScalarNode) and is_env_file(
+        _scalar(values.get("path"))
+    ):  # STRIPE_KEY=X: the names stay, the values go
+        content = values["content"]
+        content.value = ENV_VALUE.sub(rf"\1{HIDDEN}", content.value)
     if key == "chpasswd" and "list" in values:  # its older form: "user:password" lines
         lines = values["list"]
         if isinstance(lines, yaml.ScalarNode):

@@ -10,6 +10,8 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives.serialization import load_ssh_public_key
 from django.core.exceptions import ValidationError
 
+from instances.bounded_yaml import YamlRefused, yaml_load, yaml_problem
+
 MAC_COLON = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
 MAC_HYPHEN = re.compile(r"^[0-9a-fA-F]{2}(-[0-9a-fA-F]{2}){5}$")
 SSH_KEY_START = re.compile(r"(?:^|\s)(?:ssh-[a-z0-9]+|ecdsa-sha2-\S+|sk-\S+)\s+AAAA")
@@ -128,7 +130,13 @@ def parse_cloud_config(value: str) -> dict:
             code="cloud_config_header",
         )
     try:
-        data = yaml.safe_load(value)
+        data = yaml_load(value)
+    except YamlRefused as error:
+        raise ValidationError(
+            "In the cloud-config: %(problem)s",
+            code="cloud_config_bounds",
+            params={"problem": yaml_problem(error)},
+        ) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
@@ -137,12 +145,6 @@ def parse_cloud_config(value: str) -> dict:
             "The cloud-config is not valid YAML%(where)s: %(problem)s.",
             code="cloud_config_yaml",
             params={"where": where, "problem": problem},
-        ) from None
-    except RecursionError:
-        raise ValidationError(
-            "The cloud-config nests too deep to read: keep it to a few levels of lists and "
-            "mappings.",
-            code="cloud_config_depth",
         ) from None
     if data is None:
         return {}

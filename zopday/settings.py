@@ -210,6 +210,7 @@ ZOPDAY_GITOPS_POLL_SECONDS = envint("ZOPDAY_GITOPS_POLL_SECONDS", 60)
 ZOPDAY_GITOPS_DIR = Path(env("ZOPDAY_GITOPS_DIR", str(RUN_DIR / "gitops"))).resolve()
 ZOPDAY_GITOPS_URL_SCHEMES = envlist("ZOPDAY_GITOPS_URL_SCHEMES", ["https", "ssh"])
 ZOPDAY_GITOPS_GIT_SECONDS = envint("ZOPDAY_GITOPS_GIT_SECONDS", 120)
+ZOPDAY_GITOPS_DELIVERY_DAYS = envint("ZOPDAY_GITOPS_DELIVERY_DAYS", 7)  # a replay refused so long
 # The run-strategy reconciler: the database follows what hypervisors report within seconds.
 CELERY_BEAT_SCHEDULE = {
     "reconcile-instances": {

@@ -5,6 +5,7 @@ from typing import Any
 
 import yaml
 
+from instances.bounded_yaml import BoundedLoader
 from instances.manifests.vm_export import PROJECT as PROJECT_ANNOTATION
 from instances.models import Cluster, Project
 
@@ -41,7 +42,10 @@ def foreign_documents(*, sources: list[tuple[str, str]], slug: str) -> list[str]
     that is not valid YAML is left to the manifests' own reading, which says where."""
     problems = []
     for name, text in sources:
-        loader = yaml.SafeLoader(text)
+        try:
+            loader = BoundedLoader(text)
+        except yaml.YAMLError:
+            continue
         try:
             while loader.check_node():
                 node = loader.get_node()

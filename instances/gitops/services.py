@@ -2,16 +2,17 @@
 
 import secrets
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from instances.choices import GitAuth, SyncTrigger
 from instances.gitops.sync import SYNC_TASK
-from instances.models import GitSource, Project
+from instances.models import GitSource, GitWebhookDelivery, Project
 from instances.services.audit import audit_record
 from instances.services.queueing import send_on_commit
 
@@ -101,3 +102,20 @@ def git_sync_request(*, source: GitSource, trigger: str, requested_by: str = "")
         send_on_commit(
             SYNC_TASK, source.pk, trigger, requested_by, queue=settings.ZOPDAY_CLOUD_QUEUE
         )
+
+
+def git_webhook_sync_request(*, source: GitSource, keys: list[str]) -> bool:
+    """Queue the sync a webhook delivery asks for, once: False (nothing queued) when one of its
+    `keys` (webhook.delivery_keys) was seen within ZOPDAY_GITOPS_DELIVERY_DAYS."""
+    cutoff = timezone.now() - timedelta(days=settings.ZOPDAY_GITOPS_DELIVERY_DAYS)
+    with transaction.atomic():
+        GitWebhookDelivery.objects.filter(source=source, received_at__lt=cutoff).delete()
+        try:
+            with transaction.atomic():
+                GitWebhookDelivery.objects.bulk_create(
+                    GitWebhookDelivery(source=source, key=key) for key in keys
+                )
+        except IntegrityError:
+            return False
+        git_sync_request(source=source, trigger=SyncTrigger.WEBHOOK, requested_by="webhook")
+    return True

@@ -6,7 +6,8 @@
 4. record a GitSync row: commit, files changed, diff lines, problems, drift; audit it.
 
 A scheduled poll records a row only when there is something to say: a new commit, drift, or a
-failure other than the last one. Syncs requested while one ran are run again after it.
+failure other than the last one; a commit that failed is left alone until a new commit or Sync now.
+Syncs requested while one ran are run again after it.
 """
 
 import logging
@@ -97,6 +98,8 @@ def _run(source: GitSource, sync: GitSync) -> bool:
     except git.GitError as error:
         return _failed_fetch(source, sync, error)
     sync.sha, sync.subject, sync.author = commit.sha, commit.subject, commit.author
+    if sync.trigger == SyncTrigger.SCHEDULE and _failed_last(source, commit.sha):
+        return False
     actor = source.actor
     if actor is None:
         sync.status = SyncStatus.FAILED
@@ -128,6 +131,13 @@ def _run(source: GitSource, sync: GitSync) -> bool:
         return True
     _applied(source, sync, plans, sources)
     return True
+
+
+def _failed_last(source: GitSource, sha: str) -> bool:
+    """The last sync recorded read this commit and failed: reading it again would fail again
+    (and a hostile commit would hold a worker at every poll)."""
+    last = source.syncs.order_by("-started_at", "-id").first()
+    return last is not None and last.sha == sha and last.status == SyncStatus.FAILED
 
 
 def _files(cache: Path, source: GitSource, commit: git.Commit) -> list[str]:

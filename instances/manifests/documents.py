@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError as SchemaValidationError
 
+from instances.bounded_yaml import BoundedLoader, YamlRefused
 from instances.manifests.errors import ManifestInvalid, Problem, schema_problems
 from instances.manifests.lines import Path, field_lines, line_of
 from instances.manifests.schemas import DocumentIn
@@ -56,9 +57,9 @@ class Document:
         ]
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader refusing a key given twice in one mapping, which YAML would quietly resolve
-    to the last value."""
+class _StrictLoader(BoundedLoader):
+    """The bounded loader, also refusing a key given twice in one mapping, which YAML would
+    quietly resolve to the last value."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[object] = set()
@@ -75,14 +76,13 @@ class _StrictLoader(yaml.SafeLoader):
 
 
 def _yaml_problem(source: str, error: yaml.YAMLError) -> Problem:
-    if isinstance(error, yaml.MarkedYAMLError) and error.problem_mark is not None:
-        mark = error.problem_mark
+    mark = getattr(error, "problem_mark", None)
+    where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark is not None else source
+    if isinstance(error, YamlRefused):
+        return Problem(where, "", f"{error.problem}.")
+    if isinstance(error, yaml.MarkedYAMLError) and mark is not None:
         context = f" ({error.context})" if error.context else ""
-        return Problem(
-            f"{source}:{mark.line + 1}:{mark.column + 1}",
-            "",
-            f"Invalid YAML: {error.problem}{context}.",
-        )
+        return Problem(where, "", f"Invalid YAML: {error.problem}{context}.")
     return Problem(source, "", f"Invalid YAML: {error}")
 
 
@@ -92,8 +92,11 @@ Found = tuple[str, Any, dict[Path, int]]
 def _read(source: str, text: str) -> tuple[list[Found], list[Problem]]:
     """The documents of one file, each with where it starts and its fields' lines; empty
     documents are skipped."""
-    loader = _StrictLoader(text)
     found: list[Found] = []
+    try:
+        loader = _StrictLoader(text)
+    except YamlRefused as error:
+        return found, [_yaml_problem(source, error)]
     try:
         while loader.check_node():
             node = loader.get_node()

@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from instances.bounded_yaml import yaml_compose_all
 from instances.manifests.errors import Problem
 from instances.manifests.vm_export import (
     CLUSTER,
@@ -44,11 +45,7 @@ REDACTED_MESSAGE = (
 def _nodes(text: str) -> dict[int, yaml.Node]:
     """Each document's node by the line it starts on (as documents.py locates them)."""
     try:
-        return {
-            node.start_mark.line + 1: node
-            for node in yaml.compose_all(text, Loader=yaml.SafeLoader)
-            if node is not None
-        }
+        return {node.start_mark.line + 1: node for node in yaml_compose_all(text)}
     except yaml.YAMLError:
         return {}
 

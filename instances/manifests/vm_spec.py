@@ -5,18 +5,16 @@ Each field read is marked on the document's Fields; a value the console has no s
 problem at its line. The NoCloud Secret and NetworkAttachmentDefinitions come as Companions.
 """
 
-import ipaddress
 import re
 from dataclasses import dataclass, field
 from typing import Any
-
-import yaml
 
 from instances.api.lookups import images_of
 from instances.backends.kubevirt.manifests import MANAGED_BY
 from instances.choices import DiskBus, NicModel, RunStrategy, UserDataMode
 from instances.cloudinit import user_data
 from instances.manifests.errors import Problem
+from instances.manifests.network_config import static_addresses
 from instances.manifests.vm_export import IMAGE, REDACTED_MARK, SUBNET, USER_DATA
 from instances.manifests.vm_fields import Fields, Path
 from instances.models import Project
@@ -316,10 +314,14 @@ class VmReader:
         text = vm.get(*path, "userData")
         if vm.has(*path, "secretRef"):
             text = self._secret_value((*path, "secretRef"), "userdata")
-        network = vm.get(*path, "networkData")
+        network_path = (*path, "networkData")
+        network = vm.get(*network_path)
         if vm.has(*path, "networkDataSecretRef"):
-            network = self._secret_value((*path, "networkDataSecretRef"), "networkdata")
-        self.addresses = _addresses(network or "")
+            network_path = (*path, "networkDataSecretRef")
+            network = self._secret_value(network_path, "networkdata")
+        self.addresses, unreadable = static_addresses(network or "")
+        if unreadable:
+            self.problem(network_path, unreadable)
         mode = vm.get("metadata", "annotations", USER_DATA, default=UserDataMode.CUSTOM)
         spec["user_data_mode"] = mode
         existing = self.existing
@@ -383,18 +385,3 @@ class VmReader:
                 return subnet.pk
         self.problem(path, f"Annotate its NetworkAttachmentDefinition {SUBNET}: the subnet's name.")
         return None
-
-
-def _addresses(network_config: str) -> dict[str, dict[str, str]]:
-    """Static addresses by MAC from a network config written by the console (version 2)."""
-    try:
-        config = yaml.safe_load(network_config) or {}
-    except yaml.YAMLError:
-        return {}
-    found: dict[str, dict[str, str]] = {}
-    for entry in (config.get("ethernets") or {}).values() if isinstance(config, dict) else []:
-        mac = str((entry.get("match") or {}).get("macaddress", "")).lower()
-        for address in entry.get("addresses") or []:
-            ip = ipaddress.ip_interface(address).ip
-            found.setdefault(mac, {})["ipv4" if ip.version == 4 else "ipv6"] = str(ip)
-    return found

@@ -2,7 +2,7 @@ from .audit import AuditEvent
 from .clusters import Cluster
 from .consoles import ConsoleSession, ConsoleTicket
 from .disks import Disk, DiskSnapshot
-from .gitops import GitSource, GitSync
+from .gitops import GitSource, GitSync, GitWebhookDelivery
 from .guest import GuestReport
 from .image_imports import ImageImport
 from .images import Image
@@ -25,6 +25,7 @@ __all__ = [
     "ElasticIP",
     "GitSource",
     "GitSync",
+    "GitWebhookDelivery",
     "GuestReport",
     "IPLease",
     "Image",

@@ -87,3 +87,20 @@ class GitSync(models.Model):
     @property
     def short_sha(self) -> str:
         return self.sha[:10]
+
+
+class GitWebhookDelivery(models.Model):
+    """A webhook call that queued a sync, kept ZOPDAY_GITOPS_DELIVERY_DAYS so that a replay is
+    refused: `key` is the digest of its delivery id or of its body (what the signature covers)."""
+
+    source = models.ForeignKey(GitSource, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=80)
+    received_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["source", "key"], name="git_webhook_delivery_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source} {self.key}"

@@ -16,12 +16,16 @@ from instances.access import project_for_user
 from instances.choices import SYNC_TRANSITIONAL, Role, SyncTrigger
 from instances.gitops import services
 from instances.gitops.forms import GitSourceForm
-from instances.gitops.webhook import pushed_branch, signature_valid
+from instances.gitops.webhook import delivery_keys, pushed_branch, signature_valid
 from instances.http import AuthedRequest
 from instances.models import GitSource, Project
 
 log = logging.getLogger(__name__)
 SYNCS_SHOWN = 10
+REPLAY = {
+    "detail": "This delivery was received before: a replay is refused and nothing is synced. "
+    "To sync again, push a commit or press Sync now."
+}
 
 
 def _source(project: Project) -> GitSource | None:
@@ -121,7 +125,8 @@ def git_webhook_rotate(request: AuthedRequest, project_slug: str) -> HttpRespons
 @csrf_exempt
 @require_POST
 def git_webhook(request: HttpRequest, webhook_id: uuid.UUID) -> HttpResponse:
-    """A push: checked against the source's secret, then a sync is queued (202)."""
+    """A push: checked against the source's secret, then a sync is queued (202), once per
+    delivery (409 for a replay)."""
     source = GitSource.objects.filter(webhook_id=webhook_id).first()
     if source is None:
         return JsonResponse({"detail": "No such source."}, status=404)
@@ -134,5 +139,8 @@ def git_webhook(request: HttpRequest, webhook_id: uuid.UUID) -> HttpResponse:
     branch = pushed_branch(body)
     if branch is not None and branch != source.branch:
         return JsonResponse({"detail": f"A push to {branch}, not {source.branch}: ignored."})
-    services.git_sync_request(source=source, trigger=SyncTrigger.WEBHOOK, requested_by="webhook")
+    keys = delivery_keys(body=body, headers=request.headers)
+    if not services.git_webhook_sync_request(source=source, keys=keys):
+        log.warning("git source %s: a webhook delivery received before, refused", source.pk)
+        return JsonResponse(REPLAY, status=409)
     return JsonResponse({"detail": "Sync queued."}, status=202)

@@ -1,5 +1,6 @@
-"""User data is capped at 256 KiB, the size the clouds accept, and told at its field wherever it
-is given: the create form, the API (and so manifests, which share its schema and services)."""
+"""User data is capped at 256 KiB, the size the clouds accept, and read within the YAML bounds;
+either is told at its field wherever it is given: the create form, the API (and so manifests,
+which share its schema and services)."""
 
 import pytest
 from django.urls import reverse
@@ -9,6 +10,7 @@ from instances.validators import USER_DATA_MAX_BYTES
 from tests.factories import ImageFactory
 from tests.instances.api.helpers import errors_of
 from tests.instances.test_instance_pages import form_data
+from tests.yaml_bombs import billion_laughs, nested
 
 pytestmark = pytest.mark.django_db
 
@@ -16,7 +18,7 @@ OVER_THE_CAP = "#cloud-config\nwrite_files:\n- path: /big\n  content: |\n" + (
     "    " + "x" * 95 + "\n"
 ) * (USER_DATA_MAX_BYTES // 100 + 1)
 CAP_MESSAGE = "User data is at most 256 KiB, the most clouds accept; this is 257 KiB."
-DEEP = "#cloud-config\nruncmd: " + "[" * 10_000 + "]" * 10_000 + "\n"
+DEEP = "#cloud-config\nruncmd: " + nested() + "\n"
 
 
 def test_the_create_form_tells_the_cap_at_the_user_data_field(client_for, project, subnet):
@@ -52,7 +54,21 @@ def test_user_data_nested_ten_thousand_deep_is_a_message_at_its_field(api_for, s
     errors = errors_of(api_for("operator").post("/projects/alpha/instances", body))
     assert errors == {
         "custom_user_data": [
-            "The cloud-config nests too deep to read: keep it to a few levels of lists and "
-            "mappings."
+            "In the cloud-config: Lists and mappings nest over 64 levels deep here: keep to a "
+            "few levels (line 2)."
         ]
     }
+
+
+def test_user_data_with_the_billion_laughs_is_refused_at_its_field_with_the_line(api_for, subnet):
+    body = {"name": "web-1", "zone": "local-1a", "root_image": ImageFactory().pk,
+            "root_size_gb": 1, "nics": [{"subnet": subnet.pk}], "user_data_mode": "custom",
+            "custom_user_data": "#cloud-config\n" + billion_laughs()}  # fmt: skip
+    errors = errors_of(api_for("operator").post("/projects/alpha/instances", body))
+    assert errors == {
+        "custom_user_data": [
+            "In the cloud-config: Aliases (*l0) are not accepted: write the value out where it "
+            "is used (line 3)."
+        ]
+    }
+    assert not Instance.objects.exists()

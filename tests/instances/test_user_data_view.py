@@ -298,6 +298,9 @@ WORST_CASES = {  # 256 KiB each: near-matches, long lines, no newlines
         "quotes": 'secret="', "mysql": "mysql ", "curl": "curl -u ", "redis": "redis-cli -a ",
         "pem": "-----BEGIN RSA PRIVATE KEY-----", "echo": "echo | sudo ", "urls": "a://b:",
         "htpasswd": "htpasswd -b ", "schemes": "a+", "files": "echo >.pgpas",
+        "short names": "a_pas", "passes": "pass", "json": '"auth"', "sshpass": "sshpass -p ",
+        "logins": "docker login ", "configs": "npm config set token ", "vault": "vault login -x ",
+        "useradd": "useradd -p ", "stdin": "echo | docker login ",
     }.items()
 }  # fmt: skip
 
@@ -313,3 +316,49 @@ def test_worst_case_texts_at_the_cap_are_redacted_in_one_pass():
     )
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "zopday.settings"}
     subprocess.run([sys.executable, "-c", script], check=True, timeout=60, env=env)
+
+
+@pytest.mark.parametrize(
+    ("line", "shown"),
+    [
+        ("sshpass -p S3 ssh ann@db", f"sshpass -p {HIDDEN} ssh ann@db"),
+        ("sshpass -pS3 scp f h:", f"sshpass -p{HIDDEN} scp f h:"),
+        ("export MYSQL_PWD=S3", f"export MYSQL_PWD={HIDDEN}"),
+        ("cd $PWD && PWD=/srv make", "cd $PWD && PWD=/srv make"),  # the folder, not a secret
+        ("docker login -u ann -p S3 reg.example", f"docker login -u ann -p {HIDDEN} reg.example"),
+        ("echo S3 | docker login -u ann --password-stdin reg.example",
+         f"echo {HIDDEN} | docker login -u ann --password-stdin reg.example"),
+        ("aws configure set aws_secret_access_key S3", f"aws configure set aws_secret_access_key {HIDDEN}"),
+        ("aws configure set region eu-west-3", "aws configure set region eu-west-3"),
+        ("useradd -m -p S3 ann", f"useradd -m -p {HIDDEN} ann"),
+        ("npm config set //registry.npmjs.org/:_authToken S3",
+         f"npm config set //registry.npmjs.org/:_authToken {HIDDEN}"),
+        ("vault login S3", f"vault login {HIDDEN}"),
+        ("vault login -method=userpass username=ann password=S3",
+         f"vault login -method=userpass username=ann password={HIDDEN}"),
+        ("pass = S3", f"pass = {HIDDEN}"),
+        ("bypass = S3", "bypass = S3"),
+    ],
+)  # fmt: skip
+def test_the_credentials_a_second_probe_found_shown_are_hidden(line, shown):
+    assert text_redacted(line) == shown
+
+
+def test_secrets_in_a_written_ini_docker_config_and_env_are_hidden():
+    shown = yaml.safe_load(
+        user_data_redacted(
+            "#cloud-config\n"
+            "write_files:\n"
+            "  - path: /etc/app/settings.ini\n"
+            "    content: |\n      [db]\n      user = ann\n      pass = S1\n"
+            "  - path: /root/.docker/config.json\n"
+            '    content: \'{"auths": {"reg.example": {"auth": "UzI="}}}\'\n'
+            "  - path: /srv/app/.env\n"
+            "    content: |\n      STRIPE_KEY=S3\n      export REGION=eu-west-3\n      EMPTY=\n"
+        )
+    )
+    assert not re.search(r"S[13]|UzI=|eu-west-3", str(shown))
+    ini, docker, env = (file["content"] for file in shown["write_files"])
+    assert ini == f"[db]\nuser = ann\npass = {HIDDEN}\n"
+    assert docker == f'{{"auths": {{"reg.example": {{"auth": "{HIDDEN}"}}}}}}'
+    assert env == f"STRIPE_KEY={HIDDEN}\nexport REGION={HIDDEN}\nEMPTY=\n"

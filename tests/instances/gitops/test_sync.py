@@ -8,8 +8,10 @@ from instances.choices import SyncStatus, SyncTrigger
 from instances.models import AuditEvent, GitSource, Instance
 from instances.services.instances import instance_delete, instance_set_run_strategy
 from tests.instances.gitops.conftest import WEB_1
+from tests.yaml_bombs import billion_laughs, nested
 
 pytestmark = pytest.mark.django_db
+LAUGHS = billion_laughs("  ")  # under spec: from line 5, the first alias on line 6
 
 
 def test_a_sync_applies_the_commit_and_shows_it(repo, sync):
@@ -196,3 +198,50 @@ def test_a_project_named_as_the_manifests_read_it_is_checked_so(db, project):
         "a.yaml:1: project: this repository applies to project alpha only, not 2024.",
         "b.yaml:1: project: this repository applies to project alpha only, not zop-web.",
     ]
+
+
+def test_a_billion_laughs_commit_is_refused_at_its_first_alias(repo, sync):
+    repo.commit({"manifests/web-1.yaml": WEB_1.replace("spec:\n", "spec:\n" + LAUGHS)}, "Laugh")
+    done = sync()
+    assert done.status == SyncStatus.FAILED
+    assert done.problems == [
+        "manifests/web-1.yaml:6:12: Aliases (*l0) are not accepted: write the value out where "
+        "it is used."
+    ]
+    assert not Instance.objects.exists()
+
+
+def test_a_commit_nested_ten_thousand_deep_is_a_message_at_its_line(repo, sync):
+    deep = WEB_1.replace("spec:\n", f"spec:\n  labels: {nested()}\n")
+    repo.commit({"manifests/web-1.yaml": deep}, "Nest")
+    done = sync()
+    assert done.status == SyncStatus.FAILED and len(done.problems) == 1
+    assert done.problems[0].startswith("manifests/web-1.yaml:5:")
+    assert done.problems[0].endswith("nest over 64 levels deep here: keep to a few levels.")
+
+
+def test_a_commit_that_failed_is_read_again_on_sync_now_not_at_each_poll(
+    repo, sync, source, monkeypatch
+):
+    from instances.gitops import sync as sync_module
+
+    read = []
+    real_apply = sync_module.manifest_apply
+
+    def apply_and_count(**arguments):  # type: ignore[no-untyped-def]
+        read.append(arguments["sources"][0][0])
+        return real_apply(**arguments)
+
+    monkeypatch.setattr(sync_module, "manifest_apply", apply_and_count)
+    bad = WEB_1.replace("local-1a", "mars-1a")
+    repo.commit({"manifests/web-1.yaml": bad}, "Go to Mars")
+    assert sync(SyncTrigger.SCHEDULE).status == SyncStatus.FAILED  # news: a new commit
+    assert sync(SyncTrigger.SCHEDULE) is None  # the same commit: left alone
+    assert sync(SyncTrigger.SCHEDULE) is None
+    assert len(read) == 1 and source.syncs.count() == 1
+    again = sync(SyncTrigger.MANUAL)  # Sync now
+    assert again.status == SyncStatus.FAILED and len(read) == 2
+    assert sync(SyncTrigger.SCHEDULE) is None and len(read) == 2
+    fixed = repo.commit({"manifests/web-1.yaml": WEB_1}, "Back to Earth")
+    done = sync(SyncTrigger.SCHEDULE)  # a new commit
+    assert (done.status, done.sha, len(read)) == (SyncStatus.APPLIED, fixed, 3)

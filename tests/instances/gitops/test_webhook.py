@@ -1,16 +1,18 @@
-"""The webhook: a POST signed with the source's secret queues a sync; anything else changes
-nothing."""
+"""The webhook: a POST signed with the source's secret queues a sync, once per delivery; anything
+else changes nothing."""
 
 import hashlib
 import hmac
 import json
+from datetime import timedelta
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from instances import tasks
 from instances.choices import SyncStatus
-from instances.models import GitSource, Instance
+from instances.models import GitSource, GitWebhookDelivery, Instance
 from instances.services import queueing
 from tests.instances.gitops.conftest import WEB_1
 
@@ -104,3 +106,59 @@ def test_only_the_webhook_goes_without_a_csrf_token(source, client_for):
         headers={"X-Hub-Signature-256": signed(source.webhook_secret, PUSH)},
     )  # fmt: skip
     assert hook.status_code == 202
+
+
+REPLAY = {
+    "detail": "This delivery was received before: a replay is refused and nothing is synced. To "
+    "sync again, push a commit or press Sync now."
+}
+
+
+def test_a_replayed_delivery_is_refused_and_syncs_nothing(
+    source, sent, django_capture_on_commit_callbacks
+):
+    signature = {"X-Hub-Signature-256": signed(source.webhook_secret, PUSH)}
+    with django_capture_on_commit_callbacks(execute=True):
+        first = post(source, **signature, **{"X-GitHub-Delivery": "d-1"})
+        replay = post(source, **signature, **{"X-GitHub-Delivery": "d-1"})
+        new_id = post(source, **signature, **{"X-GitHub-Delivery": "d-2"})  # the id is unsigned
+    assert [first.status_code, replay.status_code, new_id.status_code] == [202, 409, 409]
+    assert replay.json() == REPLAY
+    assert len(sent) == 1
+    pushed = json.dumps({"ref": "refs/heads/main", "after": "1" * 40}).encode()
+    with django_capture_on_commit_callbacks(execute=True):
+        answer = post(
+            source, pushed, **{"X-Hub-Signature-256": signed(source.webhook_secret, pushed)},
+            **{"X-GitHub-Delivery": "d-3"},
+        )  # fmt: skip
+    assert answer.status_code == 202 and len(sent) == 2
+
+
+def test_a_gitlab_delivery_is_known_by_its_idempotency_key_or_event_uuid(
+    source, sent, django_capture_on_commit_callbacks
+):
+    token = {"X-Gitlab-Token": source.webhook_secret}
+    other = json.dumps({"ref": "refs/heads/main", "after": "2" * 40}).encode()
+    with django_capture_on_commit_callbacks(execute=True):
+        first = post(source, **token, **{"Idempotency-Key": "k-1"})
+        retried = post(source, other, **token, **{"Idempotency-Key": "k-1"})
+        by_uuid = post(source, other, **token, **{"X-Gitlab-Event-UUID": "u-1"})
+        again = post(source, PUSH.replace(b"0", b"3"), **token, **{"X-Gitlab-Event-UUID": "u-1"})
+    codes = [answer.status_code for answer in (first, retried, by_uuid, again)]
+    assert codes == [202, 409, 202, 409]
+    assert len(sent) == 2
+
+
+def test_deliveries_are_kept_for_the_retention_only(
+    source, sent, django_capture_on_commit_callbacks, settings
+):
+    signature = {"X-Hub-Signature-256": signed(source.webhook_secret, PUSH)}
+    with django_capture_on_commit_callbacks(execute=True):
+        assert post(source, **signature, **{"X-GitHub-Delivery": "d-1"}).status_code == 202
+    days = settings.ZOPDAY_GITOPS_DELIVERY_DAYS
+    GitWebhookDelivery.objects.update(received_at=timezone.now() - timedelta(days=days, hours=1))
+    with django_capture_on_commit_callbacks(execute=True):
+        assert post(source, **signature, **{"X-GitHub-Delivery": "d-1"}).status_code == 202
+    assert len(sent) == 2
+    # the old pair is pruned: the two rows are this delivery's id and body
+    assert GitWebhookDelivery.objects.count() == 2

@@ -5,6 +5,7 @@ import pytest
 
 from instances.models import AuditEvent, Disk, Instance, NetworkInterface
 from tests.instances.manifests.conftest import MANIFEST
+from tests.yaml_bombs import billion_laughs, nested
 
 pytestmark = pytest.mark.django_db
 
@@ -37,7 +38,7 @@ def assert_nothing_created():
 def test_a_yaml_syntax_error_names_its_line_and_column(refused):
     refusal = refused(MANIFEST.replace("  root_size_gb: 2", "  root_size_gb: 2: 3"))
     assert refusal.problems == [
-        "instance.yaml:7:18: Invalid YAML: mapping values are not allowed here."
+        "instance.yaml:7:18: Invalid YAML: mapping values are not allowed in this context."
     ]
     assert refusal.error == "Nothing was applied: 1 problem."
     assert_nothing_created()
@@ -166,4 +167,23 @@ def test_the_problems_of_every_document_are_reported_together(refused):
         "instance.yaml:29 (instance web-3): vcpus: Input should be a valid integer, unable to parse string as an integer",
     ]
     assert refusal.error == "Nothing was applied: 2 problems."
+    assert_nothing_created()
+
+
+def test_a_billion_laughs_is_refused_at_its_first_alias(refused):
+    # spec: on line 4, its ten keys after it: the first alias is on line 6, column 12
+    refusal = refused(MANIFEST.replace("spec:\n", "spec:\n" + billion_laughs("  ")))
+    assert refusal.problems == [
+        "instance.yaml:6:12: Aliases (*l0) are not accepted: write the value out where it is used."
+    ]
+    assert refusal.error == "Nothing was applied: 1 problem."
+    assert_nothing_created()
+
+
+def test_nesting_ten_thousand_deep_is_a_message_at_its_line(refused):
+    refusal = refused(MANIFEST.replace("spec:\n", f"spec:\n  labels: {nested()}\n"))
+    assert len(refusal.problems) == 1
+    assert refusal.problems[0].startswith("instance.yaml:5:") and refusal.problems[0].endswith(
+        ": Lists and mappings nest over 64 levels deep here: keep to a few levels."
+    )
     assert_nothing_created()

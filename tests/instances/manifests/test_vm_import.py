@@ -7,6 +7,7 @@ from instances.manifests.vm_export import instance_manifest
 from instances.models import Instance
 from instances.services.instances import instance_create
 from tests.factories import instance_request
+from tests.yaml_bombs import billion_laughs
 
 pytestmark = pytest.mark.django_db
 
@@ -150,3 +151,22 @@ def test_the_project_comes_from_the_namespace_and_a_subnet_from_its_segment(appl
     )
     assert "+ instance alpha/vm-1 (create)" in apply(text)
     assert Instance.objects.get(name="vm-1").nics.filter(subnet=subnet).count() == 2
+
+
+def test_a_billion_laughs_in_user_data_or_network_data_is_refused_at_its_field(refused):
+    laughs = billion_laughs(" " * 14)
+    alias = "Aliases (*l0) are not accepted: write the value out where it is used"
+    refusal = refused(VM.replace("              hostname: vm-1\n", laughs))
+    assert refusal.problems == [
+        f"instance.yaml:1 (instance vm-1): custom_user_data: In the cloud-config: {alias} (line 3)."
+    ]
+    network = VM.replace(
+        "              #cloud-config\n              hostname: vm-1\n",
+        "              #cloud-config\n            networkData: |\n" + laughs,
+    )
+    refusal = refused(network)
+    assert refusal.problems == [
+        f"instance.yaml:{line_of(network, 'networkData')}: spec.template.spec.volumes[2]."
+        f"cloudInitNoCloud.networkData: In the network config: {alias} (line 2)."
+    ]
+    assert not Instance.objects.exists()
