@@ -2,6 +2,7 @@
 each with the default the embedded mode runs on."""
 
 import os
+from pathlib import Path
 
 
 def env(name: str, default: str = "") -> str:
@@ -25,3 +26,11 @@ def envlist(name: str, default: list[str]) -> list[str]:
     if not value:
         return default
     return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def run_dir() -> Path:
+    """The run folder (ZOPDAY_RUN_DIR, else var/ beside the code), made if missing."""
+    path = Path(env("ZOPDAY_RUN_DIR", str(Path(__file__).resolve().parent.parent / "var")))
+    path = path.resolve()
+    path.mkdir(parents=True, exist_ok=True)
+    return path
