@@ -4,6 +4,7 @@ endpoint URLs alike, with one text, before a byte reaches the server behind it. 
 the servers listen on 127.0.0.1/::1, and the names that "resolve" are answered in-process."""
 
 import html
+import os
 import socket
 import threading
 from collections.abc import Iterator
@@ -118,6 +119,9 @@ def resolving(monkeypatch):
     return install
 
 
+MALFORMED = ["http://[::1", "http://host:99999/", "http://%zz/", "http://a\\@b.example/x"]
+
+
 def at(spelling: str, port: int) -> str:
     return f"{spelling}:{port}"
 
@@ -177,9 +181,7 @@ def test_a_second_dns_answer_is_refused_at_connect_time_before_a_byte_is_sent(
     assert listener.connections == 0
 
 
-@pytest.mark.parametrize(
-    "url", ["http://[::1", "http://host:99999/", "http://%zz/", "http://a\\@b.example/x"]
-)
+@pytest.mark.parametrize("url", MALFORMED)
 def test_a_malformed_import_url_is_answered_at_its_field(client_for, project, url):
     data = {"name": "bad", "format": "raw", "os_type": "linux", "sha256": "", "url": url}
     page = client_for("operator").post(
@@ -189,6 +191,14 @@ def test_a_malformed_import_url_is_answered_at_its_field(client_for, project, ur
     )
     assert page.status_code == 200 and 'id="import-url-error">' in page.text
     assert not ImageImport.objects.exists()
+
+
+def test_a_malformed_import_url_in_the_api_is_a_422_at_url(api_for, project):
+    for url in MALFORMED:
+        body = {"name": "bad", "format": "raw", "url": url}
+        answer = api_for("operator").post(f"/projects/{project.slug}/image-imports", body)
+        assert answer.status_code == 422, url
+        assert "url" in str(answer.json())
 
 
 # ---- registry references ----------------------------------------------------
@@ -229,6 +239,13 @@ def test_only_a_registry_really_on_loopback_is_spoken_to_in_plain_http(registry,
     assert plain_http(registry) is plain
 
 
+def test_a_registry_port_out_of_range_is_answered_at_the_reference(project, owner):
+    with pytest.raises(ValidationError) as refused:
+        container_image_add(project=project, actor=owner, name="disk",
+                            reference="registry.example.com:99999/x/disk:1")  # fmt: skip
+    assert "port is a number up to 65535" in refused.value.message_dict["reference"][0]
+
+
 def test_a_registry_reply_that_is_not_json_is_a_message_at_the_reference(
     project, owner, tmp_path, monkeypatch
 ):
@@ -263,6 +280,13 @@ def test_a_git_source_refuses_every_spelling_of_a_blocked_address(
     assert listener.connections == 0
 
 
+@pytest.mark.parametrize("url", ["http://[::1/x.git", "https://host:99999/x.git", "http://%zz/x"])
+def test_a_malformed_git_url_is_answered_at_its_field(client_for, project, url):
+    form = {"url": url, "branch": "main", "path": "", "auth": GitAuth.NONE, "credential": ""}
+    page = client_for("owner").post(f"/projects/{project.slug}/git/", form)
+    assert page.status_code == 200 and 'id="url-error"' in page.text
+
+
 def test_git_connects_to_the_address_the_console_checked(
     listener, settings, resolving, project, owner
 ):
@@ -273,6 +297,40 @@ def test_git_connects_to_the_address_the_console_checked(
     source = git_source_save(project=project, actor=owner, request=request)
     git_source_sync(source_id=source.pk, trigger="manual")
     assert listener.connections >= 1  # git used the console's answer, not its own lookup
+
+
+def test_git_follows_no_redirect_to_a_blocked_address(policy, settings, project, owner):
+    settings.ZOPDAY_EGRESS_BLOCKED_NETWORKS = ["127.0.0.1/32"]  # the first hop is allowed
+    target = Listener()
+    hop = Listener("127.0.0.2", redirect_to=f"http://127.0.0.1:{target.port}/team/repo.git")
+    try:
+        url = f"http://127.0.0.2:{hop.port}/team/repo.git"
+        request = SourceRequest(url=url, branch="main", path="", auth=GitAuth.NONE)
+        source = git_source_save(project=project, actor=owner, request=request)
+        done = git_source_sync(source_id=source.pk, trigger="manual")
+        assert done is not None and done.status == SyncStatus.FAILED
+        assert hop.connections >= 1 and target.connections == 0
+    finally:
+        target.stop()
+        hop.stop()
+
+
+def test_ssh_is_pinned_to_the_address_the_console_checked(
+    policy, resolving, tmp_path, monkeypatch, project, owner
+):
+    called = tmp_path / "ssh-called"
+    fake = tmp_path / "bin" / "ssh"
+    fake.parent.mkdir()
+    fake.write_text(f'#!/bin/sh\necho "$@" > {called}\necho "denied" >&2\nexit 255\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
+    resolving("git.pinned.example", ["192.0.2.7"])  # only this process knows the name
+    url = "ssh://git@git.pinned.example:2222/team/repo.git"
+    request = SourceRequest(url=url, branch="main", path="", auth=GitAuth.NONE)
+    source = git_source_save(project=project, actor=owner, request=request)
+    git_source_sync(source_id=source.pk, trigger="manual")
+    said = called.read_text()
+    assert "HostName=192.0.2.7" in said and "HostKeyAlias=[git.pinned.example]:2222" in said
 
 
 # ---- cloud endpoint URLs ----------------------------------------------------
@@ -304,6 +362,17 @@ def test_the_sandbox_account_still_reaches_the_consoles_own_fake_cloud_on_loopba
                              endpoint_url=f"http://127.0.0.1:{listener.port}")  # fmt: skip
     said = account_check(account=account, actor=operator).last_check_message
     assert REFUSED not in said and listener.connections >= 1
+
+
+@pytest.mark.parametrize("url", ["http://host.example:99999/", "http://a\\@b.example/"])
+def test_a_malformed_endpoint_url_is_answered_at_its_field(client, project, url):
+    from django.contrib.auth import get_user_model
+
+    client.force_login(get_user_model().objects.create_superuser("root", password="x"))
+    form = {"name": "Prod", "provider": "aws", "default_region": "us-east-1",
+            "access_key_id": "A", "secret_access_key": "S", "endpoint_url": url}  # fmt: skip
+    page = client.post(f"/projects/{project.slug}/provisioning/accounts/", form)
+    assert page.status_code == 200 and 'id="endpoint_url-error"' in page.text
 
 
 def test_the_endpoint_allow_list_is_matched_on_the_host_every_client_reads(settings, owner):
