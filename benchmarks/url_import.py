@@ -101,7 +101,7 @@ def url_import_figures(user: Any, project: Project, size_mb: int = 256, runs: in
     from django.conf import settings
 
     # the file is served on loopback, which imports refuse by default: allowed for this run
-    settings.ZOPDAY_IMPORT_BLOCKED_NETWORKS = ["169.254.0.0/16", "fe80::/10"]
+    settings.ZOPDAY_EGRESS_BLOCKED_NETWORKS = ["169.254.0.0/16", "fe80::/10"]
     folder = Path(tempfile.mkdtemp(prefix="zopday-serve-"))
     image = make_image(folder, size_mb)
     sha256 = hashlib.sha256(image.read_bytes()).hexdigest()

@@ -1,11 +1,10 @@
 """Fetching a file over HTTP(S) for an image import, with requests: a connect timeout, a stall
 timeout (no bytes for that long) and a redirect limit. Every failure is a FetchError whose
-message says what to fix; only http and https are ever requested, and never an address of
-ZOPDAY_IMPORT_BLOCKED_NETWORKS (this machine's loopback, link-local metadata services): each
-hop's host is resolved and checked before the request, and the peer again once connected."""
+message says what to fix; only http and https are ever requested, and never an address the
+egress policy blocks (instances.egress): each hop's host is resolved and checked, the
+connection pinned to that address, and the peer checked again once connected."""
 
 import contextlib
-import ipaddress
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,6 +13,9 @@ from urllib.parse import urljoin, urlsplit
 
 import requests
 from django.conf import settings
+
+from instances import egress
+from instances.egress.http import pinned_session
 
 SCHEMES = ("http", "https")
 CHUNK = 256 * 1024
@@ -50,62 +52,33 @@ def url_refusal(url: str) -> str:
         return "Give the address of the image file (http:// or https://)."
     if len(url) > 2000:
         return "Use an address of at most 2000 characters."
-    parts = urlsplit(url)
-    if parts.scheme.lower() not in SCHEMES:
+    try:
+        parts = egress.split_url(url)
+    except ValueError as error:
+        return str(error)
+    if parts.scheme not in SCHEMES:
         scheme = f"{parts.scheme}:" if parts.scheme else "an address without a scheme"
         return f"Only http:// and https:// addresses are fetched, not {scheme}: give one."
-    if not parts.hostname:
+    if not parts.host:
         return "The address names no host: give one such as https://example.com/image.qcow2."
     return ""
 
 
-def _blocked(address: str) -> bool:
-    ip = ipaddress.ip_address(address.split("%")[0])
-    return any(
-        ip in ipaddress.ip_network(network) for network in settings.ZOPDAY_IMPORT_BLOCKED_NETWORKS
-    )
-
-
-def _refuse_blocked(url: str, addresses: list[str]) -> None:
-    host = urlsplit(url).hostname or url
-    for address in addresses:
-        if _blocked(address):
-            raise FetchError(
-                f"{host} is {address}, an address the console does not fetch from (this "
-                "machine's own, or a link-local one): give an address on another server."
-            )
-
-
-def _resolved(url: str) -> list[str]:
-    """The addresses the URL's host resolves to; [] when it does not (the request says so)."""
-    parts = urlsplit(url)
-    port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
-    try:
-        found = socket.getaddrinfo(parts.hostname or "", port, type=socket.SOCK_STREAM)
-    except (OSError, UnicodeError):
-        return []
-    return [str(info[4][0]) for info in found]
-
-
 def _get(session: requests.Session, url: str, within: Limits) -> requests.Response:
-    """GET one hop, its host checked before and its peer after the connection."""
-    _refuse_blocked(url, _resolved(url))
+    """GET one hop: the session checks its host's addresses and its peer at connect time."""
+    if message := url_refusal(url):  # a redirect's Location is checked as the address was
+        raise FetchError(message)
     try:
+        parts = egress.split_url(url)
+        egress.checked_addresses(parts.host, parts.port)  # said before any connection
         response = session.get(
             url, stream=True, timeout=(within.connect, within.stall), allow_redirects=False,
             headers={"Accept-Encoding": "identity"},
         )  # fmt: skip
+    except egress.EgressRefused as refused:
+        raise FetchError(refused.message) from None
     except requests.RequestException as error:
         raise FetchError(_reason(error, url, within)) from None
-    sock = getattr(getattr(response.raw, "connection", None), "sock", None)
-    with contextlib.suppress(OSError, AttributeError):
-        peer = sock.getpeername()[0] if sock is not None else None
-        if peer:  # the name may have resolved anew for the connection
-            try:
-                _refuse_blocked(url, [peer])
-            except FetchError:
-                response.close()
-                raise
     return response
 
 
@@ -115,9 +88,15 @@ def _followed(session: requests.Session, url: str, within: Limits) -> requests.R
         response = _get(session, url, within)
         if not response.is_redirect:
             return response
-        location = urljoin(url, response.headers.get("Location", ""))
         response.close()
-        if urlsplit(location).scheme.lower() not in SCHEMES:
+        try:
+            location = urljoin(url, response.headers.get("Location", ""))
+            scheme = urlsplit(location).scheme.lower()
+        except ValueError:
+            raise FetchError(
+                "The address redirects to one that is not valid: give another."
+            ) from None
+        if scheme not in SCHEMES:
             raise FetchError(
                 "The address redirects to one that is not http:// or https://: give another."
             )
@@ -134,8 +113,7 @@ def url_opened(url: str, within: Limits) -> Iterator[requests.Response]:
     it answers 200 OK."""
     if message := url_refusal(url):
         raise FetchError(message)
-    session = requests.Session()
-    session.trust_env = False  # no proxy or netrc from the worker's environment
+    session = pinned_session()
     try:
         response = _followed(session, url, within)
     except FetchError:

@@ -8,6 +8,7 @@ from instances.admin_scope import ProjectScopedAdmin
 from instances.choices import Role
 from provisioning.choices import JobStatus
 from provisioning.clouds import cloud_for, provider_choices
+from provisioning.endpoints import url_problem as endpoint_url_problem
 from provisioning.models import CloudAccount, JobInstance, JobStep, ProvisioningJob
 
 
@@ -35,6 +36,9 @@ class CloudAccountForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
+        url, sandbox = cleaned.get("endpoint_url") or "", bool(cleaned.get("sandbox"))
+        if url and (problem := endpoint_url_problem(url, sandbox=sandbox)):
+            self.add_error("endpoint_url", problem)
         secret = cleaned.get("new_secret_access_key", "")
         if secret and (provider := cleaned.get("provider")):
             cloud = cloud_for(provider)

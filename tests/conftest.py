@@ -107,11 +107,11 @@ def imports_from_loopback():
 
     allowed = [
         network
-        for network in settings.ZOPDAY_IMPORT_BLOCKED_NETWORKS
+        for network in settings.ZOPDAY_EGRESS_BLOCKED_NETWORKS
         if network not in ("127.0.0.0/8", "::1/128")
     ]
-    os.environ["ZOPDAY_IMPORT_BLOCKED_NETWORKS"] = ",".join(allowed)
-    set_for_the_session(ZOPDAY_IMPORT_BLOCKED_NETWORKS=allowed)
+    os.environ["ZOPDAY_EGRESS_BLOCKED_NETWORKS"] = ",".join(allowed)
+    set_for_the_session(ZOPDAY_EGRESS_BLOCKED_NETWORKS=allowed)
 
 
 @pytest.fixture(scope="session", autouse=True)

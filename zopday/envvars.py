@@ -1,8 +1,11 @@
 """Reading settings from the environment: a string, a flag, a number or a comma-separated list,
 each with the default the embedded mode runs on."""
 
+import ipaddress
 import os
 from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
 
 
 def env(name: str, default: str = "") -> str:
@@ -34,3 +37,17 @@ def run_dir() -> Path:
     path = path.resolve()
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def envnetworks(name: str, default: list[str]) -> list[str]:
+    """A comma-separated list of networks (CIDRs); a bad one stops the start, named."""
+    networks = envlist(name, default)
+    for network in networks:
+        try:
+            ipaddress.ip_network(network)
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"{name}: {network!r} is not a network (give a comma-separated list, e.g. "
+                "127.0.0.0/8,169.254.0.0/16)."
+            ) from None
+    return networks

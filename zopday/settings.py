@@ -16,7 +16,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from zopday.envvars import env, envbool, envint, envlist, run_dir
+from zopday.envvars import env, envbool, envint, envlist, envnetworks, run_dir
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -253,19 +253,12 @@ ZOPDAY_IMAGE_MAX_VIRTUAL_GB = envint("ZOPDAY_IMAGE_MAX_VIRTUAL_GB", 2048)
 # How much each project's uploaded image files may hold together (GiB).
 ZOPDAY_PROJECT_IMAGE_QUOTA_GB = envint("ZOPDAY_PROJECT_IMAGE_QUOTA_GB", 50)
 ZOPDAY_IMPORT_STALL_SECONDS = envint("ZOPDAY_IMPORT_STALL_SECONDS", 30)  # URL imports: no byte
-# Networks URL imports never fetch from: this machine's own services, cloud metadata endpoints.
-ZOPDAY_IMPORT_BLOCKED_NETWORKS = envlist(
-    "ZOPDAY_IMPORT_BLOCKED_NETWORKS",
-    ["127.0.0.0/8", "::1/128", "0.0.0.0/8", "::/128", "169.254.0.0/16", "fe80::/10"],
+# Networks the console never fetches from on a user's word (URL imports, registries, git
+# sources, cloud endpoints): this machine's own, link-local metadata. The old name still works.
+_BLOCKED = ["127.0.0.0/8", "::1/128", "0.0.0.0/8", "::/128", "169.254.0.0/16", "fe80::/10"]
+ZOPDAY_EGRESS_BLOCKED_NETWORKS = envnetworks(
+    "ZOPDAY_EGRESS_BLOCKED_NETWORKS", envlist("ZOPDAY_IMPORT_BLOCKED_NETWORKS", _BLOCKED)
 )
-for _network in ZOPDAY_IMPORT_BLOCKED_NETWORKS:
-    try:
-        ipaddress.ip_network(_network)
-    except ValueError:
-        raise ImproperlyConfigured(
-            f"ZOPDAY_IMPORT_BLOCKED_NETWORKS: {_network!r} is not a network (give a "
-            "comma-separated list, e.g. 127.0.0.0/8,169.254.0.0/16)."
-        ) from None
 ZOPDAY_CONTAINER_DISK_MAX_MB = envint("ZOPDAY_CONTAINER_DISK_MAX_MB", 20480)  # a pull's cap
 # Machine run folders hold unix sockets, whose paths must stay under 108 bytes: keep this short.
 ZOPDAY_MACHINES_DIR = Path(env("ZOPDAY_MACHINES_DIR", str(RUN_DIR / "machines"))).resolve()

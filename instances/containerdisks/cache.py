@@ -68,17 +68,33 @@ def resolve(reference: Reference, access: Access) -> tuple[str, dict[str, Any]]:
             f"The registry answered {reference} with a manifest whose digest is {digest}: "
             "it does not match; check the digest."
         )
-    manifest = json.loads(raw)
+    manifest = _manifest(reference, raw)
     if manifest.get("mediaType") in INDEX_TYPES or "manifests" in manifest:
+        entries = manifest.get("manifests")
         entry = next(
-            (m for m in manifest.get("manifests", [])
-             if m.get("platform", {}).get("architecture") == "amd64"),
+            (m for m in (entries if isinstance(entries, list) else [])
+             if isinstance(m, dict) and isinstance(m.get("platform"), dict)
+             and m["platform"].get("architecture") == "amd64" and m.get("digest")),
             None,
         )  # fmt: skip
         if entry is None:
             raise ContainerDiskError(f"{reference} has no linux/amd64 image: push one.")
         return resolve(reference.pinned(str(entry["digest"])), access)
     return digest, manifest
+
+
+def _manifest(reference: Reference, raw: bytes) -> dict[str, Any]:
+    """The registry's answer read as a manifest: a JSON object, or a message saying it is not."""
+    try:
+        manifest = json.loads(raw)
+    except ValueError:
+        manifest = None
+    if not isinstance(manifest, dict):
+        raise ContainerDiskError(
+            f"{reference.registry} did not answer {reference} with a manifest (its reply is not "
+            "a JSON object): check that the host is a container registry."
+        )
+    return manifest
 
 
 def pull(reference: Reference, access: Access, *, expected: str = "") -> CachedDisk:

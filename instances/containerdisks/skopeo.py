@@ -1,19 +1,24 @@
 """skopeo, the registry client: read a manifest, copy an image by digest into a folder.
 Credentials go through a private auth file, never the command line; skopeo's failures become
-ContainerDiskError with what to fix."""
+ContainerDiskError with what to fix. The registry's host is checked by the egress policy, and
+skopeo reaches HTTPS only through the policy's proxy (instances.egress.proxy)."""
 
 import base64
 import json
+import os
 import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from instances import egress
+from instances.egress.proxy import egress_proxy
+
 from .errors import ContainerDiskError
 from .reference import Reference
 
-LOOPBACK = ("127.", "localhost", "[::1]")
+PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")
 PULL_TIMEOUT = 1800  # seconds
 
 
@@ -28,8 +33,22 @@ class Access:
 
 
 def plain_http(registry: str) -> bool:
-    """Registries on loopback speak plain HTTP, as Docker treats 127.0.0.0/8 by default."""
-    return registry.startswith(LOOPBACK)
+    """Registries on loopback speak plain HTTP, as Docker treats 127.0.0.0/8 by default; a
+    name that only starts like one (localhost.example.com, 127.0.0.1.nip.io) gets TLS."""
+    host = registry.rsplit(":", 1)[0] if not registry.endswith("]") else registry
+    return egress.loopback(host.strip("[]"))
+
+
+def refuse_blocked(registry: str) -> None:
+    """The registry's host is known and names no address the egress policy blocks."""
+    try:
+        parts = egress.split_url(f"https://{registry}/")
+        if not egress.checked_addresses(parts.host, parts.port):
+            raise ContainerDiskError(f"No registry host {parts.host} is known: check its name.")
+    except egress.EgressRefused as refused:
+        raise ContainerDiskError(refused.message) from None
+    except ValueError as error:
+        raise ContainerDiskError(str(error)) from None
 
 
 def inspect_raw(reference: Reference, access: Access) -> bytes:
@@ -46,7 +65,11 @@ def _skopeo(command: list[str], reference: Reference, access: Access, args: list
     if shutil.which("skopeo") is None:
         raise ContainerDiskError("skopeo is not installed on the host (apt-get install skopeo).")
     tls = "--src-tls-verify" if command[0] == "copy" else "--tls-verify"
-    with tempfile.TemporaryDirectory(prefix="zopday-skopeo-") as private:
+    refuse_blocked(reference.registry)
+    with (
+        tempfile.TemporaryDirectory(prefix="zopday-skopeo-") as private,
+        egress_proxy() as proxy,
+    ):
         authfile = Path(private) / "auth.json"
         auths = {}
         if access.username:
@@ -56,12 +79,24 @@ def _skopeo(command: list[str], reference: Reference, access: Access, args: list
         auth = "--src-authfile" if command[0] == "copy" else "--authfile"
         argv = ["skopeo", *command, f"{tls}={str(not access.insecure).lower()}",
                 f"{auth}={authfile}", "--retry-times=0", *args]  # fmt: skip
+        # Go's clients tunnel every non-loopback HTTPS connection through the proxy
+        env = {k: v for k, v in os.environ.items() if k.lower() != "no_proxy"}
+        env.update(dict.fromkeys(PROXY_VARIABLES, proxy.url))
         try:
-            result = subprocess.run(argv, capture_output=True, timeout=access.timeout, check=False)
+            result = subprocess.run(
+                argv, capture_output=True, timeout=access.timeout, check=False, env=env
+            )
         except subprocess.TimeoutExpired:
             raise ContainerDiskError(
                 f"Pulling {reference} took over {access.timeout:.0f} s.", retryable=True
             ) from None
+    if result.returncode != 0 and proxy.refused:
+        raise ContainerDiskError(proxy.refused[0])
+    if result.returncode != 0 and proxy.unreachable:
+        raise ContainerDiskError(
+            f"Nothing answers at {proxy.unreachable[0]}: check the registry's host name and port.",
+            retryable=True,
+        )
     if result.returncode != 0:
         raise failure(reference, access, result.stderr.decode(errors="replace"))
     return result.stdout

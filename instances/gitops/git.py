@@ -1,6 +1,7 @@
 """Reading one branch of a repository with git itself, into a bare cache folder per source under
 the run folder. Credentials reach git through its environment (an SSH key file, an HTTP header
-in GIT_CONFIG_*), never its command line, a URL or a message: `GitError` texts are redacted."""
+in GIT_CONFIG_*), never its command line, a URL or a message: `GitError` texts are redacted.
+The remote's host is checked by the egress policy and git pinned to the address checked."""
 
 import base64
 import os
@@ -16,6 +17,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
+from instances import egress
 from instances.choices import GitAuth
 
 REF = "refs/zopday/head"  # where the cache keeps the branch's last fetched commit
@@ -55,8 +57,23 @@ def url_scheme(url: str) -> str:
     return urlsplit(url).scheme.lower()
 
 
+def remote_host(url: str) -> tuple[str, int] | None:
+    """The host and port git connects to (None for a local path); ValueError with a message
+    for a malformed URL."""
+    if SCP_LIKE.match(url):
+        return url.split("@", 1)[1].split(":", 1)[0].lower(), 22
+    parts = egress.split_url(url)
+    return (parts.host, parts.port) if parts.host else None
+
+
 def url_problem(url: str, auth: str) -> str:
     """Why the console will not fetch from this URL ("" when it will)."""
+    try:
+        where = remote_host(url)
+    except ValueError as error:
+        return str(error)
+    if where is not None and (refused := egress.literal_refusal(where[0])):
+        return refused
     scheme = url_scheme(url)
     allowed = list(settings.ZOPDAY_GITOPS_URL_SCHEMES)
     if url.startswith("-") or scheme not in allowed:
@@ -90,10 +107,43 @@ def _basic(token: str) -> str:
     return base64.b64encode(f"x-access-token:{token}".encode()).decode()
 
 
+@dataclass(frozen=True)
+class _Pin:
+    """git's settings that keep it on the checked address: no redirect, no second DNS answer
+    (curl's resolve list for HTTP, ssh's HostName; the git protocol is checked only)."""
+
+    config: list[tuple[str, str]]
+    ssh: str = ""
+
+
+def _pin(url: str) -> _Pin:
+    try:
+        where = remote_host(url)
+    except ValueError as error:
+        raise GitError(str(error), retryable=False) from None
+    if where is None:
+        return _Pin([])
+    host, port = where
+    try:
+        addresses = egress.checked_addresses(host, port)
+    except egress.EgressRefused as refused:
+        raise GitError(refused.message, retryable=False) from None
+    config = [("http.followRedirects", "false")]
+    if not addresses or egress.literal(host) is not None:
+        return _Pin(config)  # an unknown host (git says so), or an address already
+    address = addresses[0]
+    shown = f"[{address}]" if ":" in address else address
+    alias = host if port == 22 else f"[{host}]:{port}"  # the name known_hosts keeps
+    ssh = f" -o HostName={shlex.quote(address)} -o HostKeyAlias={shlex.quote(alias)}"
+    return _Pin([*config, ("http.curloptResolve", f"{host}:{port}:{shown}")], ssh)
+
+
 @contextmanager
 def _environment(cache: Path, remote: Remote | None) -> Iterator[dict[str, str]]:
     """git's environment: no prompts, no user or system configuration, only the allowed
-    protocols, and the source's credential (a key file that lives only while git runs)."""
+    protocols, the remote pinned to its checked address, and the source's credential (a key
+    file that lives only while git runs)."""
+    pin = _pin(remote.url) if remote is not None else _Pin([])
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(cache),
@@ -114,11 +164,14 @@ def _environment(cache: Path, remote: Remote | None) -> Iterator[dict[str, str]]
             key.touch(mode=0o600)
             key.write_text(remote.credential.strip() + "\n")
             ssh += f" -o IdentitiesOnly=yes -i {shlex.quote(str(key))}"
-        env["GIT_SSH_COMMAND"] = ssh
+        env["GIT_SSH_COMMAND"] = ssh + pin.ssh
+        config = list(pin.config)
         if remote is not None and remote.auth == GitAuth.TOKEN and remote.credential:
-            env["GIT_CONFIG_COUNT"] = "1"
-            env["GIT_CONFIG_KEY_0"] = "http.extraHeader"
-            env["GIT_CONFIG_VALUE_0"] = f"Authorization: Basic {_basic(remote.credential)}"
+            config.append(("http.extraHeader", f"Authorization: Basic {_basic(remote.credential)}"))
+        env["GIT_CONFIG_COUNT"] = str(len(config))
+        for index, (key_name, value) in enumerate(config):
+            env[f"GIT_CONFIG_KEY_{index}"] = key_name
+            env[f"GIT_CONFIG_VALUE_{index}"] = value
         yield env
 
 

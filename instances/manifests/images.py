@@ -16,6 +16,7 @@ from instances.manifests.steps import Plan, Step
 from instances.models import Image, ImageImport, Project
 from instances.services.image_imports import image_import_start
 from instances.services.images import image_remove
+from instances.url_redaction import url_redacted
 
 
 def _plan(document: Document, project: Project, actor: AbstractBaseUser) -> Plan:
@@ -39,10 +40,12 @@ def _plan(document: Document, project: Project, actor: AbstractBaseUser) -> Plan
     ).first()
     if importing is not None:
         plan = Plan(document, label)
-        plan.lines.append(f"  importing from {importing.url} ({importing.get_status_display()})")
+        plan.lines.append(
+            f"  importing from {importing.shown_url} ({importing.get_status_display()})"
+        )
         return plan
     plan = Plan(document, label, "create")
-    plan.lines.append(f"+ import {spec.format} from {spec.url}")
+    plan.lines.append(f"+ import {spec.format} from {url_redacted(spec.url)}")
     fields = spec.model_dump()
     plan.steps.append(Step(partial(image_import_start, project=project, actor=actor, **fields)))
     return plan
@@ -52,7 +55,7 @@ def _spec(image: Image, redact: bool) -> dict[str, Any]:
     source = ImageImport.objects.filter(image=image).order_by("-created_at").first()
     spec: dict[str, Any] = {
         "format": source.format if source else image.kind,
-        "url": source.url if source else "",
+        "url": source.shown_url if source else "",  # an export never carries the login
     }
     if source and source.sha256:
         spec["sha256"] = source.sha256

@@ -2,6 +2,7 @@ from django.conf import settings
 from django.db import models
 
 from instances.choices import ImportFormat, ImportStatus, OsType
+from instances.url_redaction import url_redacted
 
 
 class ImageImport(models.Model):
@@ -40,7 +41,12 @@ class ImageImport(models.Model):
         ordering = ["-created_at", "-pk"]
 
     def __str__(self) -> str:
-        return f"{self.name} from {self.url}"
+        return f"{self.name} from {self.shown_url}"
+
+    @property
+    def shown_url(self) -> str:
+        """The address as pages, answers and exports show it: without its login or signature."""
+        return url_redacted(self.url)
 
     @property
     def percent(self) -> int | None:

@@ -44,7 +44,7 @@ def account_create(
         require(Allowed(bool(role and role.allows(Role.ADMIN)), "Needs the admin role."))
     if CloudAccount.objects.filter(project=project, name=name).exists():
         raise ValidationError({"name": "The project already has an account with this name."})
-    if message := endpoint_refusal(endpoint_url, actor):
+    if message := endpoint_refusal(endpoint_url, actor, sandbox=sandbox):
         raise ValidationError({"endpoint_url": message})
     if provider not in CLOUDS or CLOUDS[provider].refusal:
         labels = " or ".join(cloud.label for cloud in available())

@@ -150,7 +150,7 @@ def test_a_wrong_address_or_checksum_is_refused_at_its_field_and_nothing_is_made
 def test_addresses_of_this_machine_or_link_local_ones_are_never_fetched(
     client_for, project, image_server, images_dir, settings, where, blocked, seen
 ):
-    settings.ZOPDAY_IMPORT_BLOCKED_NETWORKS = [blocked, "169.254.0.0/16"]
+    settings.ZOPDAY_EGRESS_BLOCKED_NETWORKS = [blocked, "169.254.0.0/16"]
     image_server.serve("/ok", b"x")
     image_server.serve("/to-metadata", redirect_to="http://169.254.169.254/latest/meta-data/")
     other = image_server.url("/ok").replace("127.0.0.1", "127.0.0.2")

@@ -6,6 +6,7 @@ from ninja import Field, Schema
 
 from instances.api.schemas.base import In, Text
 from instances.choices import ImportFormat, ImportStatus, OsType
+from instances.models import ImageImport
 
 
 class ImageImportIn(In):
@@ -21,7 +22,7 @@ class ImageImportOut(Schema):
     id: int
     name: str
     format: ImportFormat
-    url: str
+    url: str = Field(description="The address, its login and signature parameters hidden.")
     sha256: str
     status: ImportStatus
     bytes_done: int
@@ -33,3 +34,7 @@ class ImageImportOut(Schema):
     image_id: int | None
     created_at: datetime
     finished_at: datetime | None
+
+    @staticmethod
+    def resolve_url(image_import: ImageImport) -> str:
+        return image_import.shown_url

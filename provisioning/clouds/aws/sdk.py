@@ -11,10 +11,17 @@ from typing import Any
 import boto3
 import botocore.session
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    EndpointConnectionError,
+    HTTPClientError,
+)
 from botocore.parsers import ResponseParserError
 from django.conf import settings
 
+from instances.egress import EgressRefused
+from instances.egress.http import pin_pools
 from provisioning.clouds.errors import CloudError, mapped_with
 from provisioning.models import CloudAccount
 
@@ -84,16 +91,28 @@ def client_for(account: CloudAccount, service: str, region: str, quick: bool = F
             return entry[0]
         credentials = _credentials(account, region)
         session = boto3.session.Session(botocore_session=_botocore_session)
-        client = session.client(
-            service,  # type: ignore[call-overload]
-            region_name=region,
-            endpoint_url=account.endpoint_url or None,
-            config=client_config(quick),
-            **credentials,
+        client = pinned(
+            account,
+            session.client(
+                service,  # type: ignore[call-overload]
+                region_name=region,
+                endpoint_url=account.endpoint_url or None,
+                config=client_config(quick),
+                **credentials,
+            ),
         )
         lifetime = ROLE_CREDENTIALS_SECONDS if account.role_arn else 10**9
         _clients[key] = (client, time.monotonic() + lifetime)
         return client
+
+
+def pinned(account: CloudAccount, client: Any) -> Any:
+    """The client's connections bound by the egress policy (instances.egress) at connect time:
+    an endpoint whose name resolves to a blocked address is refused before a byte is sent.
+    A sandbox account (the console's own fake cloud on loopback) is exempt."""
+    if not account.sandbox:
+        pin_pools(client._endpoint.http_session._pool_classes_by_scheme)
+    return client
 
 
 # The available zones of an account's region as the last describe saw them. stepValidate asks
@@ -119,12 +138,15 @@ def _credentials(account: CloudAccount, region: str) -> dict[str, str]:
     if not account.role_arn:
         return keys
     session = boto3.session.Session(botocore_session=_botocore_session)
-    sts = session.client(
-        "sts",  # type: ignore[call-overload]
-        region_name=region,
-        endpoint_url=account.endpoint_url or None,
-        config=client_config(),
-        **keys,
+    sts = pinned(
+        account,
+        session.client(
+            "sts",  # type: ignore[call-overload]
+            region_name=region,
+            endpoint_url=account.endpoint_url or None,
+            config=client_config(),
+            **keys,
+        ),
     )
     with mapped_errors():
         assumed = sts.assume_role(RoleArn=account.role_arn, RoleSessionName="zopday-console")
@@ -162,6 +184,11 @@ def mapped_errors() -> Iterator[None]:
         raise CloudError(NOT_AWS, retryable=False, code="NotAws") from error
     except EndpointConnectionError as error:
         raise CloudError(f"Cannot reach AWS: {error}", retryable=True, code="Connection") from error
+    except HTTPClientError as error:
+        cause = error.kwargs.get("error")
+        if isinstance(cause, EgressRefused):
+            raise CloudError(cause.message, retryable=False, code="Egress") from error
+        raise CloudError(f"AWS SDK: {error}", retryable=False, code=type(error).__name__) from error
     except BotoCoreError as error:
         raise CloudError(f"AWS SDK: {error}", retryable=False, code=type(error).__name__) from error
 

@@ -21,10 +21,12 @@ import requests
 from google.api_core import exceptions as api_exceptions
 from google.api_core.client_options import ClientOptions
 from google.auth import exceptions as auth_exceptions
-from google.auth.transport.requests import AuthorizedSession
+from google.auth.transport.requests import AuthorizedSession, Request
 from google.cloud import compute_v1
 from google.oauth2 import service_account
 
+from instances.egress import EgressRefused
+from instances.egress.http import pin_session, pinned_session
 from provisioning.clouds.errors import CloudError, mapped_with
 from provisioning.clouds.gcp.rules import service_account_key_problem
 from provisioning.models import CloudAccount
@@ -92,15 +94,30 @@ def client_for(account: CloudAccount, client_class: type) -> Any:
 
     def build() -> Any:
         options = ClientOptions(api_endpoint=account.endpoint_url) if account.endpoint_url else None
-        return client_class(credentials=credentials_for(account), client_options=options)
+        client = client_class(credentials=credentials_for(account), client_options=options)
+        transport = getattr(client, "_transport", None)
+        session = getattr(transport, "_session", None)
+        if isinstance(session, AuthorizedSession):  # the REST transport
+            _pinned(account, session)
+        return client
 
     return _cached(account, client_class, build)
 
 
 def _session(account: CloudAccount) -> AuthorizedSession:
     session: AuthorizedSession = _cached(
-        account, "session", lambda: AuthorizedSession(credentials_for(account))
+        account, "session", lambda: _pinned(account, AuthorizedSession(credentials_for(account)))
     )
+    return session
+
+
+def _pinned(account: CloudAccount, session: AuthorizedSession) -> AuthorizedSession:
+    """The session and its token requests bound by the egress policy (instances.egress) at
+    connect time (a sandbox account, the console's own fake cloud, is exempt)."""
+    if account.sandbox:
+        return session
+    pin_session(session)
+    session._auth_request = Request(pinned_session())
     return session
 
 
@@ -161,6 +178,8 @@ def mapped_errors() -> Iterator[None]:
         yield
     except CloudError:
         raise
+    except EgressRefused as refused:
+        raise CloudError(refused.message, retryable=False, code="Egress") from refused
     except api_exceptions.GoogleAPICallError as error:
         status = int(error.code or 0)
         if not _json_reply(error.response):  # its message would quote the reply as it came
