@@ -1,7 +1,10 @@
 """Reading settings from the environment: a string, a flag, a number or a comma-separated list,
 each with the default the embedded mode runs on."""
 
+import ipaddress
 import os
+
+from django.core.exceptions import ImproperlyConfigured
 
 
 def env(name: str, default: str = "") -> str:
@@ -25,3 +28,17 @@ def envlist(name: str, default: list[str]) -> list[str]:
     if not value:
         return default
     return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def envaddresses(name: str, default: list[str], example: str) -> list[str]:
+    """A comma-separated list of IP addresses; ImproperlyConfigured names the wrong one."""
+    values = envlist(name, default)
+    for value in values:
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"{name}: {value!r} is not an IP address (give a comma-separated list, e.g. "
+                f"{example})."
+            ) from None
+    return values

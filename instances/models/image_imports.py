@@ -32,6 +32,10 @@ class ImageImport(models.Model):
     image = models.ForeignKey(
         "instances.Image", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
+    sent_at = models.DateTimeField(
+        null=True, blank=True,
+        help_text="When it went to the import workers; empty while it waits for a free slot.",
+    )  # fmt: skip
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -47,6 +51,11 @@ class ImageImport(models.Model):
         if not self.bytes_total:
             return None
         return min(100, self.bytes_done * 100 // self.bytes_total)
+
+    @property
+    def waiting(self) -> bool:
+        """Queued behind the project's other imports (services.import_slots)."""
+        return self.status == ImportStatus.QUEUED and self.sent_at is None
 
     @property
     def seconds_left(self) -> int | None:

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import requests
 from django.core.exceptions import ValidationError
@@ -20,8 +21,10 @@ from instances import url_fetch
 from instances.backends.base import BackendError
 from instances.backends.qemu.images import QemuImg
 from instances.choices import ImageKind, ImportFormat, ImportStatus
+from instances.import_pace import Pace
 from instances.models import ImageImport
 from instances.services.images import image_folder, image_register_file, image_size_refusal
+from instances.services.import_slots import image_imports_dispatch, image_imports_dispatch_all
 
 log = logging.getLogger(__name__)
 PROGRESS_SECONDS = 0.5  # how often the progress record is written (and a cancel noticed)
@@ -42,12 +45,20 @@ def image_import_run(import_id: int, attempt: int) -> None:
     """1. claim the queued attempt (a message sent again finds it claimed and stops);
     2. download, counting and hashing; 3. compare the checksum; 4. convert a raw disk;
     5. check and register the file as an upload is."""
-    claimed = ImageImport.objects.filter(
-        pk=import_id, attempt=attempt, status=ImportStatus.QUEUED
+    claimed = ImageImport.objects.filter(  # one waiting for a slot was never sent: not claimed
+        pk=import_id, attempt=attempt, status=ImportStatus.QUEUED, sent_at__isnull=False
     ).update(status=ImportStatus.RUNNING, heartbeat_at=timezone.now())
     if not claimed:
         return
     image_import = ImageImport.objects.select_related("project", "created_by").get(pk=import_id)
+    try:
+        _run(image_import)
+    finally:  # its slot is free: the project's next waiting import goes
+        image_imports_dispatch(image_import.project_id)
+
+
+def _run(image_import: ImageImport) -> None:
+    import_id = image_import.pk
     part = part_file(image_import)
     converted = part.with_suffix(".qcow2")
     try:
@@ -93,7 +104,8 @@ def image_import_run(import_id: int, attempt: int) -> None:
 
 def image_imports_sweep() -> None:
     """Imports whose worker stopped beating (it was killed, its host rebooted) are marked
-    interrupted, or cancelled if a cancel was asked, and their part files removed."""
+    interrupted, or cancelled if a cancel was asked, and their part files removed; the imports
+    waiting behind them go."""
     stale = timezone.now() - timedelta(seconds=STALE_SECONDS)
     dead = ImageImport.objects.select_related("project").filter(
         status__in=(ImportStatus.RUNNING, ImportStatus.CANCELLING), heartbeat_at__lt=stale
@@ -112,6 +124,7 @@ def image_imports_sweep() -> None:
         part = part_file(image_import)
         _settle(image_import, status, message, "url", part, part.with_suffix(".qcow2"),
                 when=image_import.status)  # fmt: skip
+    image_imports_dispatch_all()
 
 
 def _mine(image_import: ImageImport):  # type: ignore[no-untyped-def]
@@ -123,6 +136,7 @@ def _download(image_import: ImageImport, part: Path, transfer: "Transfer") -> st
     within = url_fetch.limits()
     digest = hashlib.sha256()
     project = image_import.project
+    pace = transfer.pace = Pace(urlsplit(image_import.url).hostname or image_import.url)
     with url_fetch.url_opened(image_import.url, within) as response:
         transfer.response = response
         total = url_fetch.content_length(response)
@@ -131,8 +145,9 @@ def _download(image_import: ImageImport, part: Path, transfer: "Transfer") -> st
         _mine(image_import).update(bytes_total=total)
         done, rate = 0, 0.0
         mark_time, mark_done = time.monotonic(), 0
-        with part.open("wb") as out:
+        with part.open("wb") as out, _pace_told(pace):
             for chunk in url_fetch.chunks(response, within):
+                pace.arrived(len(chunk))
                 out.write(chunk)
                 digest.update(chunk)
                 done += len(chunk)
@@ -207,11 +222,23 @@ def _settle(
     )  # fmt: skip
 
 
+@contextmanager
+def _pace_told(pace: Pace) -> Iterator[None]:
+    """A download cut at its deadline (by the heartbeat) fails saying so, not as cut short."""
+    try:
+        yield
+    except url_fetch.FetchError:
+        pace.check_deadline()
+        raise
+    pace.check_deadline()
+
+
 class Transfer:
-    """The response being read, which the heartbeat cuts when a cancel comes in while the
-    server sends nothing (the reading thread waits in the socket till then)."""
+    """The response being read, which the heartbeat cuts when a cancel comes in or the import's
+    deadline passes while the server sends nothing (the reading thread waits in the socket)."""
 
     response: requests.Response | None = None
+    pace: Pace | None = None
 
 
 @contextmanager
@@ -225,10 +252,10 @@ def _beating(image_import: ImageImport) -> Iterator[Transfer]:
             while not stop.wait(HEARTBEAT_SECONDS):
                 mine = _mine(image_import)
                 mine.update(heartbeat_at=timezone.now())
-                if (
-                    transfer.response is not None
-                    and not mine.filter(status=ImportStatus.RUNNING).exists()
-                ):
+                if transfer.response is None:
+                    continue
+                late = transfer.pace is not None and time.monotonic() >= transfer.pace.deadline_at
+                if late or not mine.filter(status=ImportStatus.RUNNING).exists():
                     url_fetch.cut(transfer.response)
         finally:
             connection.close()

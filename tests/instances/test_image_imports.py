@@ -312,3 +312,58 @@ def test_an_operator_cancels_a_queued_import_then_dismisses_it(client_for, proje
     assert not ImageImport.objects.exists() and not Image.objects.exists()
     actions = set(AuditEvent.objects.values_list("action", flat=True))
     assert {"image.import", "image.import.cancel", "image.import.dismiss"} <= actions
+
+
+@pytest.mark.parametrize(
+    ("limits", "serving", "message"),
+    [
+        ({"ZOPDAY_IMPORT_MIN_BYTES_PER_SECOND": 1000, "ZOPDAY_IMPORT_RATE_WINDOW_SECONDS": 1},
+         {"rate": 20}, "over the last 1 s, below the minimum of 1000 bytes/s an import must keep up"),
+        ({"ZOPDAY_IMPORT_DEADLINE_SECONDS": 1, "ZOPDAY_IMPORT_MIN_BYTES_PER_SECOND": 0},
+         {"rate": 8 * 1024}, "The import took longer than 1 s, the longest an import may take"),
+    ],
+)  # fmt: skip
+def test_a_server_that_drips_its_file_fails_the_import_saying_which_limit_it_broke(
+    client_for, project, image_server, images_dir, settings, limits, serving, message
+):
+    for name, value in limits.items():
+        setattr(settings, name, value)
+    route = image_server.serve("/drip.img", b"\0" * (64 * 1024), **serving)
+    start(client_for("operator"), project, format="raw", url=image_server.url("/drip.img"))
+    image_import = run_latest()
+    assert (image_import.status, image_import.error_field) == (ImportStatus.FAILED, "url")
+    assert message in image_import.message, image_import.message
+    assert route.sent < 64 * 1024  # given up, not waited out
+    assert not Image.objects.exists() and left_in(images_dir) == []
+    page = client_for("viewer").get(reverse("image-list", args=[project.slug])).text
+    shown = page.split(f'id="import-{image_import.pk}-url-error">', 1)[1].split("</p>", 1)[0]
+    assert message in html.unescape(shown)
+
+
+def test_a_projects_imports_past_its_cap_wait_their_turn_in_order(
+    client_for, api_for, project, image_server, images_dir, tmp_path, settings
+):
+    settings.ZOPDAY_IMPORTS_PER_PROJECT = 1
+    image_server.serve("/noble.qcow2", qcow2(tmp_path))
+    for name in ("first", "second", "third"):
+        start(client_for("operator"), project, name=name, url=image_server.url("/noble.qcow2"))
+    first, second, third = ImageImport.objects.order_by("pk")
+    assert [item.waiting for item in (first, second, third)] == [False, True, True]
+    page = client_for("viewer").get(reverse("image-list", args=[project.slug])).text
+    assert f'id="import-{first.pk}-waiting"' not in page
+    assert f'id="import-{second.pk}-waiting">Waiting: 1 of the project' in page
+    shown = api_for("viewer").get(f"/projects/alpha/image-imports/{third.pk}").json()
+    assert (shown["status"], shown["waiting"]) == ("queued", True)
+    image_import_run(second.pk, second.attempt)  # a message it was never sent: nothing happens
+    assert ImageImport.objects.get(pk=second.pk).status == ImportStatus.QUEUED
+
+    image_import_run(first.pk, first.attempt)  # it lands, and frees its slot for the next
+    second.refresh_from_db(), third.refresh_from_db()
+    assert (second.waiting, third.waiting) == (False, True)
+    cancel = reverse("image-url-import-cancel", args=[project.slug, second.pk])
+    client_for("operator").post(cancel)  # cancelled before it started: the third goes
+    third.refresh_from_db()
+    assert not third.waiting
+    image_import_run(third.pk, third.attempt)
+    statuses = dict(ImageImport.objects.values_list("name", "status"))
+    assert statuses == {"first": "done", "second": "cancelled", "third": "done"}
