@@ -27,6 +27,7 @@ from instances.choices import ImageKind, OsType
 from instances.errors import ActionRefused
 from instances.models import Disk, Image, Project
 from instances.services.audit import audit_record
+from instances.validators import validate_object_name
 
 UPLOADS = "uploads"  # under the images directory: uploads/<project>/<id>.<kind>
 UPLOAD_KINDS: dict[str, str] = {ImageKind.QCOW2: "qcow2", ImageKind.ISO: "iso"}
@@ -174,6 +175,8 @@ def image_field_refusals(
         errors["name"] = "Give the image a name."
     elif len(name) > 100:
         errors["name"] = "Use at most 100 characters."
+    elif refusal := _name_refusal(name):
+        errors["name"] = refusal
     elif _name_taken(project, name):
         errors["name"] = _taken_message(name)
     if os_type not in OsType.values:
@@ -181,6 +184,14 @@ def image_field_refusals(
     if len(description.strip()) > 200:
         errors["description"] = "Use at most 200 characters."
     return errors
+
+
+def _name_refusal(name: str) -> str:
+    try:
+        validate_object_name(name)
+    except ValidationError as error:
+        return error.messages[0]
+    return ""
 
 
 def image_size_refusal(project: Project, size: int) -> str:
