@@ -26,6 +26,9 @@ class ImageImport(models.Model):
     attempt = models.PositiveIntegerField(default=1, help_text="Bumped by each retry.")
     bytes_done = models.BigIntegerField(default=0)
     bytes_total = models.BigIntegerField(null=True, blank=True, help_text="Content-Length.")
+    bytes_reserved = models.BigIntegerField(
+        default=0, help_text="Bytes of the project's image quota held for it while it runs."
+    )
     rate = models.BigIntegerField(default=0, help_text="Bytes per second, lately.")
     message = models.TextField(blank=True)
     error_field = models.CharField(max_length=16, blank=True, help_text="url or sha256.")

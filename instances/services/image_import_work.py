@@ -23,12 +23,14 @@ from instances.backends.qemu.images import QemuImg
 from instances.choices import ImageKind, ImportFormat, ImportStatus
 from instances.import_pace import Pace
 from instances.models import ImageImport
+from instances.services.image_quota import image_import_hold
 from instances.services.images import image_folder, image_register_file, image_size_refusal
 from instances.services.import_slots import image_imports_dispatch, image_imports_dispatch_all
 
 log = logging.getLogger(__name__)
 PROGRESS_SECONDS = 0.5  # how often the progress record is written (and a cancel noticed)
 HEARTBEAT_SECONDS = 2
+HOLD_AHEAD = 64 * 1024 * 1024  # quota held ahead of a download of unknown size
 STALE_SECONDS = 60  # an import's worker silent this long has stopped (beats come every 2 s)
 FIELDS = {"url": "url", "sha256": "sha256", "name": "name", "file": "url"}
 
@@ -79,6 +81,7 @@ def _run(image_import: ImageImport) -> None:
                 project=image_import.project, actor=image_import.created_by,
                 name=image_import.name, kind=kind, os_type=image_import.os_type,
                 description=image_import.description, received=received, action="image.imported",
+                import_id=import_id,
             )  # fmt: skip
     except Cancelled:
         _settle(image_import, ImportStatus.CANCELLED, "Cancelled.", "", part, converted)
@@ -135,39 +138,52 @@ def _download(image_import: ImageImport, part: Path, transfer: "Transfer") -> st
     """The file into `part`, its progress recorded; its SHA-256 in hex."""
     within = url_fetch.limits()
     digest = hashlib.sha256()
-    project = image_import.project
+    project, pk = image_import.project, image_import.pk
     pace = transfer.pace = Pace(urlsplit(image_import.url).hostname or image_import.url)
     with url_fetch.url_opened(image_import.url, within) as response:
         transfer.response = response
         total = url_fetch.content_length(response)
-        if total is not None and (message := image_size_refusal(project, total)):
+        if total is not None and (message := image_size_refusal(project, total, import_id=pk)):
             raise url_fetch.FetchError(message)
+        held = _hold(image_import, total) if total is not None else 0
         _mine(image_import).update(bytes_total=total)
         done, rate = 0, 0.0
         mark_time, mark_done = time.monotonic(), 0
         with part.open("wb") as out, _pace_told(pace):
             for chunk in url_fetch.chunks(response, within):
                 pace.arrived(len(chunk))
-                out.write(chunk)
-                digest.update(chunk)
                 done += len(chunk)
                 if total is not None and done > total:
                     raise url_fetch.FetchError(
                         f"The server sent more than the {total} bytes it announced: try "
                         "another mirror."
                     )
+                if done > held:  # no size announced: held as it arrives, before it is kept
+                    held = _hold(image_import, done, ahead=HOLD_AHEAD)
+                out.write(chunk)
+                digest.update(chunk)
                 now = time.monotonic()
                 if now - mark_time >= PROGRESS_SECONDS:
-                    if message := image_size_refusal(project, done):
+                    if message := image_size_refusal(project, done, import_id=pk):
                         raise url_fetch.FetchError(message)
                     recent = (done - mark_done) / (now - mark_time)
                     rate = recent if not rate else 0.5 * rate + 0.5 * recent
                     mark_time, mark_done = now, done
                     _progress(image_import, done, rate)
-        if message := image_size_refusal(project, done):
+        if message := image_size_refusal(project, done, import_id=pk):
             raise url_fetch.FetchError(message)
         _progress(image_import, done, rate)
     return digest.hexdigest()
+
+
+def _hold(image_import: ImageImport, size: int, ahead: int = 0) -> int:
+    """Hold `size` bytes of the project's quota for the import (`ahead` more when they fit, so
+    a file of unknown size takes the lock now and then); FetchError when `size` does not fit."""
+    if ahead and not image_import_hold(image_import=image_import, size=size + ahead):
+        return size + ahead
+    if message := image_import_hold(image_import=image_import, size=size):
+        raise url_fetch.FetchError(message)
+    return size
 
 
 def _progress(image_import: ImageImport, done: int, rate: float) -> None:

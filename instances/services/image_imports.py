@@ -105,7 +105,7 @@ def image_import_retry(*, image_import: ImageImport, actor: AbstractBaseUser) ->
         ).update(
             status=ImportStatus.QUEUED, attempt=F("attempt") + 1, bytes_done=0, rate=0,
             bytes_total=None, message="", error_field="", heartbeat_at=None, finished_at=None,
-            sent_at=None,
+            sent_at=None, bytes_reserved=0,
         )  # fmt: skip
         if not retried:
             raise ActionRefused(f"The import of {image_import.name} cannot be retried now.")
