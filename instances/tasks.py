@@ -192,9 +192,12 @@ def cdrom_change(disk_id: int) -> None:
     device_work.cdrom_change(disk_id)
 
 
-@shared_task(name="instances.image_import", time_limit=6 * 3600)  # a large image, a slow mirror
+@shared_task(
+    name="instances.image_import", time_limit=settings.ZOPDAY_IMPORT_DEADLINE_SECONDS + 600
+)
 def image_import(import_id: int, attempt: int) -> None:
-    """Download an image from its URL into the project (services.image_import_work)."""
+    """Download an image from its URL into the project (services.image_import_work), on this
+    host's import queue (services.import_slots), apart from its host work."""
     image_import_work.image_import_run(import_id, attempt)
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
 import requests
+import urllib3
 from django.conf import settings
 
 from instances import egress
@@ -137,11 +138,25 @@ def content_length(response: requests.Response) -> int | None:
 
 
 def chunks(response: requests.Response, within: Limits) -> Iterator[bytes]:
-    """The body as it arrives; FetchError when it stalls or breaks off."""
-    try:
-        yield from response.iter_content(CHUNK)
-    except requests.RequestException as error:
-        raise FetchError(_reason(error, response.url, within)) from None
+    """The body as it arrives, each piece as soon as it comes (so a caller sees a slow server's
+    pace); FetchError when it stalls or breaks off."""
+    while True:
+        try:
+            chunk = response.raw.read1(CHUNK)
+        except urllib3.exceptions.HTTPError as error:
+            raise FetchError(_reason(_as_requests(error), response.url, within)) from None
+        if not chunk:
+            return
+        yield chunk
+
+
+def _as_requests(error: urllib3.exceptions.HTTPError) -> requests.RequestException:
+    """urllib3's error as requests' iter_content would have raised it."""
+    if isinstance(error, urllib3.exceptions.SSLError):
+        return requests.exceptions.SSLError(error)
+    if isinstance(error, urllib3.exceptions.ProtocolError):
+        return requests.exceptions.ChunkedEncodingError(error)
+    return requests.exceptions.ConnectionError(error)
 
 
 def cut(response: requests.Response) -> None:

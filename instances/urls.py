@@ -1,5 +1,6 @@
-from django.urls import path
+from django.urls import path, register_converter
 
+from instances.converters import ObjectName
 from instances.views import (
     catalog,
     consoles,
@@ -17,6 +18,8 @@ from instances.views import (
     url_imports,
 )
 
+register_converter(ObjectName, "object_name")
+
 P = "projects/<slug:project_slug>/"
 INSTANCE = P + "instances/<int:pk>/"
 
@@ -26,7 +29,7 @@ urlpatterns = [
     path(P + "events/", projects.project_events, name="project-events"),
     path(P + "manifest.yaml", manifests.project_manifest_download, name="project-manifest"),
     path(
-        P + "manifest/<str:kind>/<str:name>.yaml",
+        P + "manifest/<str:kind>/<object_name:name>.yaml",
         manifests.project_manifest_download,
         name="object-manifest",
     ),

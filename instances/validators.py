@@ -3,6 +3,7 @@
 import hashlib
 import ipaddress
 import re
+import unicodedata
 from base64 import b64decode, b64encode
 
 import yaml
@@ -53,6 +54,29 @@ def validate_dns_label(value: str) -> None:
             "Use 1-63 lowercase letters, digits and hyphens, starting and ending with a letter "
             "or digit (it becomes the guest's hostname).",
             code="dns_label",
+        )
+
+
+def validate_object_name(value: str) -> None:
+    """Names of disks, images, snapshots and SSH keys go into links and file names: no path
+    separators, no control characters, not "." or ".."."""
+    if value in (".", ".."):
+        raise ValidationError(
+            '"%(value)s" cannot be a name: use letters or digits too.',
+            code="name_dots",
+            params={"value": value},
+        )
+    separators = sorted({char for char in value if char in "/\\"})
+    if separators:
+        raise ValidationError(
+            "A name cannot contain %(chars)s (it would break the object's links): use - instead.",
+            code="name_separator",
+            params={"chars": " or ".join(f'"{char}"' for char in separators)},
+        )
+    if any(unicodedata.category(char).startswith("C") for char in value):
+        raise ValidationError(
+            "A name cannot contain control characters (such as a line break or a tab).",
+            code="name_control",
         )
 
 

@@ -147,13 +147,18 @@ def machines_root():
 
 @pytest.fixture(scope="session")
 def celery_worker_process(django_db_setup, machines_root, tmp_path_factory, live_server):
-    """A real Celery worker on the real Redis, reading the test database; clusters import
-    images from the live server (ZOPDAY_PUBLIC_URL)."""
-    from tests.services import start_celery_worker, stop
+    """A real Celery worker on the real Redis, reading the test database, and one for this host's
+    URL imports; clusters import images from the live server (ZOPDAY_PUBLIC_URL)."""
+    from django.conf import settings
+
+    from tests.services import start_celery_worker, start_celery_worker_on, stop
 
     os.environ["ZOPDAY_PUBLIC_URL"] = live_server.url
-    process = start_celery_worker(tmp_path_factory.mktemp("worker") / "worker.log")
+    logs = tmp_path_factory.mktemp("worker")
+    process = start_celery_worker(logs / "worker.log")
+    imports = start_celery_worker_on(logs / "imports.log", f"imports.{settings.ZOPDAY_HOST}")
     yield process
+    stop(imports)
     stop(process)
 
 

@@ -1,6 +1,6 @@
 """A small threaded HTTP server on loopback that serves image files for URL imports, and can be
 told to misbehave per path: send slowly, hold (stall) after some bytes until released, announce
-a wrong Content-Length, answer an error status, or redirect in a loop."""
+a wrong Content-Length or none, answer an error status, or redirect in a loop."""
 
 import contextlib
 import threading
@@ -18,6 +18,7 @@ class Route:
     hold_after: int | None = None  # bytes sent before the transfer holds until `release`
     release: threading.Event = field(default_factory=threading.Event)
     length: int | None = None  # the Content-Length announced, when not the body's own
+    announced: bool = True  # False: no Content-Length, the body ends when the socket closes
     headers_delay: float = 0  # seconds before the response starts (a stall before headers)
     redirect_to: str = ""
     requests: int = 0
@@ -86,7 +87,8 @@ class ImageServer:
         handler.send_response(route.status)
         handler.send_header("Content-Type", "application/octet-stream")
         length = route.length if route.length is not None else len(route.body)
-        handler.send_header("Content-Length", str(length))
+        if route.announced:
+            handler.send_header("Content-Length", str(length))
         handler.send_header("Connection", "close")
         handler.end_headers()
         if body:

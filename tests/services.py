@@ -22,7 +22,8 @@ def database_url_for_children() -> str:
 
 
 def start_celery_worker(log_path: Path) -> subprocess.Popen:
-    """A real worker process (4 threads) on this host's queues; returns once it answers a ping."""
+    """A real worker process (4 threads) on this host's general and host queues (its imports have
+    a worker of their own, start_celery_worker_on); returns once it answers a ping."""
     from zopday.celery import app
 
     env = {**os.environ, "DATABASE_URL": database_url_for_children(), "PYTHONUNBUFFERED": "1"}
@@ -109,22 +110,27 @@ def start_celery_worker_on(
 
 
 class HostOfImports:
-    """A host of a test's own whose worker keeps images in the test's folder; kill() is
-    kill -9 of that worker, start() a fresh one."""
+    """A host of a test's own, with its two workers as bin/zop run starts them: one on its host
+    queue, one on its import queue, both keeping images in the test's folder. kill() is kill -9
+    of the import worker, start() a fresh one."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, env: dict[str, str] | None = None) -> None:
         import uuid
 
         self.name, self.folder = f"imp-{uuid.uuid4().hex[:8]}", folder
         self.images = folder / "images"
+        self.env = {"ZOPDAY_HOST": self.name, "ZOPDAY_IMAGES_DIR": str(self.images), **(env or {})}
+        self.host_process: subprocess.Popen | None = None
         self.process: subprocess.Popen | None = None
         self.started = 0
 
     def start(self) -> None:
+        if self.host_process is None or self.host_process.poll() is not None:
+            log = self.folder / "host-worker.log"
+            self.host_process = start_celery_worker_on(log, f"host.{self.name}", self.env)
         self.started += 1
-        env = {"ZOPDAY_HOST": self.name, "ZOPDAY_IMAGES_DIR": str(self.images)}
         log = self.folder / f"worker-{self.started}.log"
-        self.process = start_celery_worker_on(log, f"host.{self.name}", env)
+        self.process = start_celery_worker_on(log, f"imports.{self.name}", self.env)
 
     def kill(self) -> None:
         assert self.process is not None
@@ -134,6 +140,8 @@ class HostOfImports:
     def stop(self) -> None:
         from tests.broker import BrokerQueue
 
-        if self.process is not None and self.process.poll() is None:
-            stop(self.process)
+        for process in (self.process, self.host_process):
+            if process is not None and process.poll() is None:
+                stop(process)
         BrokerQueue(f"host.{self.name}").forget()
+        BrokerQueue(f"imports.{self.name}").forget()

@@ -51,3 +51,17 @@ def envnetworks(name: str, default: list[str]) -> list[str]:
                 "127.0.0.0/8,169.254.0.0/16)."
             ) from None
     return networks
+
+
+def envaddresses(name: str, default: list[str], example: str) -> list[str]:
+    """A comma-separated list of IP addresses; ImproperlyConfigured names the wrong one."""
+    values = envlist(name, default)
+    for value in values:
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"{name}: {value!r} is not an IP address (give a comma-separated list, e.g. "
+                f"{example})."
+            ) from None
+    return values

@@ -6,7 +6,6 @@ Set ZOPDAY_ENV=production for a deployment; `manage.py check --deploy` is then c
 SECRET_KEY, ALLOWED_HOSTS and DATABASE_URL are given.
 """
 
-import ipaddress
 import os
 import secrets
 import socket
@@ -14,9 +13,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
-from django.core.exceptions import ImproperlyConfigured
 
-from zopday.envvars import env, envbool, envint, envlist, envnetworks, run_dir
+from zopday.envvars import env, envaddresses, envbool, envint, envlist, envnetworks, run_dir
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -233,15 +231,9 @@ ZOPDAY_CLOUD_QUEUE = env("ZOPDAY_CLOUD_QUEUE", "celery")
 # Instances: availability zones, the hypervisor backend's options and the Elastic IP pool.
 ZOPDAY_ZONES = envlist("ZOPDAY_ZONES", ["local-1a", "local-1b"])
 # The DNS resolvers guests are given on a subnet that names none of its own.
-ZOPDAY_DNS_RESOLVERS = envlist("ZOPDAY_DNS_RESOLVERS", ["1.1.1.1", "9.9.9.9"])
-for _resolver in ZOPDAY_DNS_RESOLVERS:
-    try:
-        ipaddress.ip_address(_resolver)
-    except ValueError:
-        raise ImproperlyConfigured(
-            f"ZOPDAY_DNS_RESOLVERS: {_resolver!r} is not an IP address (give a comma-separated "
-            "list, e.g. 1.1.1.1,9.9.9.9)."
-        ) from None
+ZOPDAY_DNS_RESOLVERS = envaddresses(
+    "ZOPDAY_DNS_RESOLVERS", ["1.1.1.1", "9.9.9.9"], example="1.1.1.1,9.9.9.9"
+)
 ZOPDAY_QEMU_ACCEL = env("ZOPDAY_QEMU_ACCEL", "tcg")  # "kvm:tcg" where KVM guests work
 ZOPDAY_NETWORK_MODE = env("ZOPDAY_NETWORK_MODE", "auto")  # auto | bridge | user
 ZOPDAY_NETNS = env("ZOPDAY_NETNS", "zopday")  # the network namespace that holds subnet bridges
@@ -253,6 +245,13 @@ ZOPDAY_IMAGE_MAX_VIRTUAL_GB = envint("ZOPDAY_IMAGE_MAX_VIRTUAL_GB", 2048)
 # How much each project's uploaded image files may hold together (GiB).
 ZOPDAY_PROJECT_IMAGE_QUOTA_GB = envint("ZOPDAY_PROJECT_IMAGE_QUOTA_GB", 50)
 ZOPDAY_IMPORT_STALL_SECONDS = envint("ZOPDAY_IMPORT_STALL_SECONDS", 30)  # URL imports: no byte
+# The longest a URL import may take, and the rate it must keep up over each window: a server
+# that drips bytes cannot hold an import's thread for hours.
+ZOPDAY_IMPORT_DEADLINE_SECONDS = envint("ZOPDAY_IMPORT_DEADLINE_SECONDS", 6 * 3600)
+ZOPDAY_IMPORT_MIN_BYTES_PER_SECOND = envint("ZOPDAY_IMPORT_MIN_BYTES_PER_SECOND", 10 * 1024)
+ZOPDAY_IMPORT_RATE_WINDOW_SECONDS = envint("ZOPDAY_IMPORT_RATE_WINDOW_SECONDS", 60)
+# URL imports of one project downloading at once; the project's next ones wait, in order.
+ZOPDAY_IMPORTS_PER_PROJECT = envint("ZOPDAY_IMPORTS_PER_PROJECT", 2)
 # Networks the console never fetches from on a user's word (URL imports, registries, git
 # sources, cloud endpoints): this machine's own, link-local metadata. The old name still works.
 _BLOCKED = ["127.0.0.0/8", "::1/128", "0.0.0.0/8", "::/128", "169.254.0.0/16", "fe80::/10"]

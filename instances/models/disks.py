@@ -7,6 +7,7 @@ from instances.containerdisks.errors import ContainerDiskError
 from instances.containerdisks.reference import parse_reference
 from instances.models.clusters import all_zones, zones_message
 from instances.models.naming import NamedInProject
+from instances.validators import validate_object_name
 
 # what a root or secondary disk may be made from: a qcow2 file, the demo kernel image, a
 # container image's disk, pulled from its registry and copied (persistent, unlike a container
@@ -28,7 +29,7 @@ class Disk(NamedInProject, models.Model):
         related_name="disks",
     )
     # room for the names an instance gives its disks: <instance name (63)>-root, -disk12...
-    name = models.CharField(max_length=72)
+    name = models.CharField(max_length=72, validators=[validate_object_name])
     role = models.CharField(max_length=16, choices=DiskRole.choices, default=DiskRole.SECONDARY)
     size_gb = models.PositiveIntegerField("Size (GB)", default=1)
     image = models.ForeignKey(
@@ -146,7 +147,7 @@ class DiskSnapshot(models.Model):
     froze the filesystems around it. The disk's file holds it under its name."""
 
     disk = models.ForeignKey(Disk, on_delete=models.CASCADE, related_name="snapshots")
-    name = models.CharField(max_length=63)
+    name = models.CharField(max_length=63, validators=[validate_object_name])
     state = models.CharField(
         max_length=10, choices=SnapshotState.choices, default=SnapshotState.TAKING
     )

@@ -27,12 +27,19 @@ class ImageImport(models.Model):
     attempt = models.PositiveIntegerField(default=1, help_text="Bumped by each retry.")
     bytes_done = models.BigIntegerField(default=0)
     bytes_total = models.BigIntegerField(null=True, blank=True, help_text="Content-Length.")
+    bytes_reserved = models.BigIntegerField(
+        default=0, help_text="Bytes of the project's image quota held for it while it runs."
+    )
     rate = models.BigIntegerField(default=0, help_text="Bytes per second, lately.")
     message = models.TextField(blank=True)
     error_field = models.CharField(max_length=16, blank=True, help_text="url or sha256.")
     image = models.ForeignKey(
         "instances.Image", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
+    sent_at = models.DateTimeField(
+        null=True, blank=True,
+        help_text="When it went to the import workers; empty while it waits for a free slot.",
+    )  # fmt: skip
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -53,6 +60,11 @@ class ImageImport(models.Model):
         if not self.bytes_total:
             return None
         return min(100, self.bytes_done * 100 // self.bytes_total)
+
+    @property
+    def waiting(self) -> bool:
+        """Queued behind the project's other imports (services.import_slots)."""
+        return self.status == ImportStatus.QUEUED and self.sent_at is None
 
     @property
     def seconds_left(self) -> int | None:

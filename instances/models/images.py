@@ -6,6 +6,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from instances.choices import ImageKind, OsType
+from instances.validators import validate_object_name
 
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
@@ -30,7 +31,7 @@ class Image(models.Model):
         related_name="images",
         help_text="Empty for images shared with every project.",
     )
-    name = models.CharField(max_length=100)
+    name = models.CharField(max_length=100, validators=[validate_object_name])
     kind = models.CharField(max_length=16, choices=ImageKind.choices)
     os_type = models.CharField(max_length=16, choices=OsType.choices, default=OsType.LINUX)
     path = models.CharField(

@@ -2,7 +2,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from instances.models.naming import NamedInProject
-from instances.validators import parse_ssh_public_key
+from instances.validators import parse_ssh_public_key, validate_object_name
 
 
 class SSHKey(NamedInProject, models.Model):
@@ -11,7 +11,7 @@ class SSHKey(NamedInProject, models.Model):
     project = models.ForeignKey(
         "instances.Project", on_delete=models.CASCADE, related_name="ssh_keys"
     )
-    name = models.CharField(max_length=100)
+    name = models.CharField(max_length=100, validators=[validate_object_name])
     public_key = models.TextField()
     fingerprint = models.CharField(max_length=60, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)

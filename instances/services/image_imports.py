@@ -5,7 +5,6 @@ is refused at once), cancel, retry or dismiss it. The download runs in a worker
 import dataclasses
 import re
 
-from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -25,10 +24,9 @@ from instances.errors import ActionRefused
 from instances.models import ImageImport, Project
 from instances.services.audit import audit_record
 from instances.services.images import image_field_refusals, image_size_refusal
-from instances.services.queueing import send_on_commit
+from instances.services.import_slots import image_imports_dispatch
 
 SHA256 = re.compile(r"[0-9a-f]{64}")
-TASK = "instances.image_import"
 PROBE_STALL_SECONDS = 10
 
 
@@ -83,6 +81,7 @@ def image_import_cancel(*, image_import: ImageImport, actor: AbstractBaseUser) -
             actor=actor, action="image.import.cancel", project=image_import.project,
             target=image_import,
         )  # fmt: skip
+        image_imports_dispatch(image_import.project_id)  # a queued one freed its slot
     image_import.refresh_from_db()
 
 
@@ -106,6 +105,7 @@ def image_import_retry(*, image_import: ImageImport, actor: AbstractBaseUser) ->
         ).update(
             status=ImportStatus.QUEUED, attempt=F("attempt") + 1, bytes_done=0, rate=0,
             bytes_total=None, message="", error_field="", heartbeat_at=None, finished_at=None,
+            sent_at=None, bytes_reserved=0,
         )  # fmt: skip
         if not retried:
             raise ActionRefused(f"The import of {image_import.name} cannot be retried now.")
@@ -153,7 +153,5 @@ def _probe(project: Project, url: str) -> None:
 
 
 def _queue(image_import: ImageImport) -> None:
-    """To this host's worker: it shares the images folder with the web process."""
-    send_on_commit(
-        TASK, image_import.pk, image_import.attempt, queue=f"host.{settings.ZOPDAY_HOST}"
-    )
+    """To this host's import workers, if the project has a free slot; else it waits its turn."""
+    image_imports_dispatch(image_import.project_id)

@@ -25,10 +25,12 @@ from instances.backends.base import BackendError
 from instances.backends.qemu.images import GIB, QemuImg
 from instances.choices import ImageKind, OsType
 from instances.errors import ActionRefused
-from instances.models import Disk, Image, Project
+from instances.models import Disk, Image, ImageImport, Project
 from instances.services.audit import audit_record
+from instances.services.image_quota import UPLOADS, quota_refusal
+from instances.services.image_quota import size_text as _size
+from instances.validators import validate_object_name
 
-UPLOADS = "uploads"  # under the images directory: uploads/<project>/<id>.<kind>
 UPLOAD_KINDS: dict[str, str] = {ImageKind.QCOW2: "qcow2", ImageKind.ISO: "iso"}
 
 
@@ -81,6 +83,7 @@ def image_register_file(
     description: str,
     received: Path,
     action: str,
+    import_id: int | None = None,
 ) -> Image:
     """Check a file received into the project's folder (an upload, an import) and register it
     as the project's image; the file is removed when anything fails."""
@@ -93,8 +96,11 @@ def image_register_file(
             Project.objects.select_for_update().filter(pk=project.pk).first()
             if _name_taken(project, name):
                 raise ValidationError({"name": _taken_message(name)})
-            if message := _over_quota(project, received.stat().st_size):  # another upload won
-                raise ValidationError({"file": message})
+            size = received.stat().st_size
+            if message := quota_refusal(project, size, excluding_import=import_id):
+                raise ValidationError({"file": message})  # another upload or import won
+            if import_id is not None:  # the import's hold becomes the file's own
+                ImageImport.objects.filter(pk=import_id).update(bytes_reserved=0)
             image = Image.objects.create(
                 project=project, name=name, kind=kind, os_type=os_type, min_disk_gb=min_disk_gb,
                 description=description.strip(),
@@ -174,6 +180,8 @@ def image_field_refusals(
         errors["name"] = "Give the image a name."
     elif len(name) > 100:
         errors["name"] = "Use at most 100 characters."
+    elif refusal := _name_refusal(name):
+        errors["name"] = refusal
     elif _name_taken(project, name):
         errors["name"] = _taken_message(name)
     if os_type not in OsType.values:
@@ -183,45 +191,23 @@ def image_field_refusals(
     return errors
 
 
-def image_size_refusal(project: Project, size: int) -> str:
+def _name_refusal(name: str) -> str:
+    try:
+        validate_object_name(name)
+    except ValidationError as error:
+        return error.messages[0]
+    return ""
+
+
+def image_size_refusal(project: Project, size: int, *, import_id: int | None = None) -> str:
     """Why a file of `size` bytes cannot become the project's image ("" when it can): empty,
-    over the size cap, or past the project's quota."""
+    over the size cap, or past the project's quota (what import `import_id` holds aside)."""
     limit = settings.ZOPDAY_IMAGE_UPLOAD_MAX_GB
     if not size:
         return "The file is empty."
     if size > limit * GIB:
         return f"The file is larger than {limit} GB, the largest image taken here."
-    return _over_quota(project, size)
-
-
-def image_storage_used(project: Project) -> int:
-    """Bytes the project's uploaded image files hold."""
-    used = 0
-    for path in Image.objects.filter(project=project).values_list("path", flat=True):
-        if path.startswith(f"{UPLOADS}/"):
-            file = settings.ZOPDAY_IMAGES_DIR / path
-            used += file.stat().st_size if file.exists() else 0
-    return used
-
-
-def _over_quota(project: Project, size: int) -> str:
-    quota = settings.ZOPDAY_PROJECT_IMAGE_QUOTA_GB * GIB
-    used = image_storage_used(project)
-    if used + size <= quota:
-        return ""
-    return (
-        f"This file ({_size(size)}) would take the project's images past their quota of "
-        f"{_size(quota)}: {_size(used)} are in use. Remove an image the project no longer needs."
-    )
-
-
-def _size(size: int) -> str:
-    """A size in the largest binary unit it fills (192.5 KiB, 1.0 PiB)."""
-    units = ((1024**5, "PiB"), (1024**4, "TiB"), (GIB, "GiB"), (1024**2, "MiB"), (1024, "KiB"))
-    for unit, name in units:
-        if size >= unit:
-            return f"{size / unit:.1f} {name}"
-    return f"{size} B"
+    return quota_refusal(project, size, excluding_import=import_id)
 
 
 def _check_file(path: Path, kind: str) -> int:

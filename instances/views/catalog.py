@@ -150,6 +150,7 @@ def image_catalog(project: Project) -> dict[str, object]:
         ),
         "imports": imports,
         "importing": any(item.status in IMPORT_TRANSITIONAL for item in imports),
+        "imports_per_project": settings.ZOPDAY_IMPORTS_PER_PROJECT,
     }
 
 

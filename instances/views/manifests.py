@@ -1,6 +1,8 @@
 """Export YAML on the pages: an instance's VirtualMachine manifest, and the console's own
 documents of a project or of one object, as downloads."""
 
+import re
+
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
 from django.views.decorators.http import require_GET
@@ -10,6 +12,9 @@ from instances.choices import Role
 from instances.http import AuthedRequest
 from instances.manifests import object_manifest, project_manifest
 from instances.manifests.vm_export import instance_manifest
+
+# a name stored before names were checked may hold a quote, a separator or a line break
+UNSAFE_IN_FILE_NAMES = re.compile(r'["/\\\x00-\x1f\x7f]+')
 
 
 @require_GET
@@ -39,6 +44,6 @@ def project_manifest_download(
     else:
         text = project_manifest(project, redact=redact)
     response = HttpResponse(text, content_type="application/yaml; charset=utf-8")
-    filename = f"{project.slug}-{name}" if kind else project.slug
+    filename = f"{project.slug}-{UNSAFE_IN_FILE_NAMES.sub('-', name)}" if kind else project.slug
     response["Content-Disposition"] = f'attachment; filename="{filename}.yaml"'
     return response

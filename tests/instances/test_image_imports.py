@@ -7,16 +7,19 @@ it in a real Celery worker)."""
 import hashlib
 import html
 import socket
+import threading
+import time
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
 from instances.backends.qemu.images import GIB
 from instances.choices import ImageKind, ImportStatus
 from instances.models import AuditEvent, Image, ImageImport
-from instances.services import image_import_work
+from instances.services import image_import_work, import_slots
 from instances.services.image_import_work import image_import_run, image_imports_sweep
 from tests.instances.api.helpers import errors_of
 from tests.instances.test_images import data_file_image, iso, qcow2
@@ -206,7 +209,9 @@ def test_a_file_past_the_cap_is_stopped_while_it_arrives_when_no_size_was_announ
 ):
     image_server.serve("/image", qcow2(tmp_path).read_bytes())
     start(client_for("operator"), project, url=image_server.url("/image"))
-    monkeypatch.setattr(image_import_work, "image_size_refusal", lambda project, size: "Too big.")
+    monkeypatch.setattr(
+        image_import_work, "image_size_refusal", lambda project, size, **_: "Too big."
+    )
     image_import = run_latest()
     assert (image_import.status, image_import.message) == (ImportStatus.FAILED, "Too big.")
     assert left_in(images_dir) == []
@@ -312,3 +317,111 @@ def test_an_operator_cancels_a_queued_import_then_dismisses_it(client_for, proje
     assert not ImageImport.objects.exists() and not Image.objects.exists()
     actions = set(AuditEvent.objects.values_list("action", flat=True))
     assert {"image.import", "image.import.cancel", "image.import.dismiss"} <= actions
+
+
+@pytest.mark.parametrize(
+    ("limits", "serving", "message"),
+    [
+        ({"ZOPDAY_IMPORT_MIN_BYTES_PER_SECOND": 1000, "ZOPDAY_IMPORT_RATE_WINDOW_SECONDS": 1},
+         {"rate": 20}, "over the last 1 s, below the minimum of 1000 bytes/s an import must keep up"),
+        ({"ZOPDAY_IMPORT_DEADLINE_SECONDS": 1, "ZOPDAY_IMPORT_MIN_BYTES_PER_SECOND": 0},
+         {"rate": 8 * 1024}, "The import took longer than 1 s, the longest an import may take"),
+    ],
+)  # fmt: skip
+def test_a_server_that_drips_its_file_fails_the_import_saying_which_limit_it_broke(
+    client_for, project, image_server, images_dir, settings, limits, serving, message
+):
+    for name, value in limits.items():
+        setattr(settings, name, value)
+    route = image_server.serve("/drip.img", b"\0" * (64 * 1024), **serving)
+    start(client_for("operator"), project, format="raw", url=image_server.url("/drip.img"))
+    image_import = run_latest()
+    assert (image_import.status, image_import.error_field) == (ImportStatus.FAILED, "url")
+    assert message in image_import.message, image_import.message
+    assert route.sent < 64 * 1024  # given up, not waited out
+    assert not Image.objects.exists() and left_in(images_dir) == []
+    page = client_for("viewer").get(reverse("image-list", args=[project.slug])).text
+    shown = page.split(f'id="import-{image_import.pk}-url-error">', 1)[1].split("</p>", 1)[0]
+    assert message in html.unescape(shown)
+
+
+def test_a_projects_imports_past_its_cap_wait_their_turn_in_order(
+    client_for, api_for, project, image_server, images_dir, tmp_path, settings
+):
+    settings.ZOPDAY_IMPORTS_PER_PROJECT = 1
+    image_server.serve("/noble.qcow2", qcow2(tmp_path))
+    for name in ("first", "second", "third"):
+        start(client_for("operator"), project, name=name, url=image_server.url("/noble.qcow2"))
+    first, second, third = ImageImport.objects.order_by("pk")
+    assert [item.waiting for item in (first, second, third)] == [False, True, True]
+    page = client_for("viewer").get(reverse("image-list", args=[project.slug])).text
+    assert f'id="import-{first.pk}-waiting"' not in page
+    assert f'id="import-{second.pk}-waiting">Waiting: 1 of the project' in page
+    shown = api_for("viewer").get(f"/projects/alpha/image-imports/{third.pk}").json()
+    assert (shown["status"], shown["waiting"]) == ("queued", True)
+    image_import_run(second.pk, second.attempt)  # a message it was never sent: nothing happens
+    assert ImageImport.objects.get(pk=second.pk).status == ImportStatus.QUEUED
+
+    image_import_run(first.pk, first.attempt)  # it lands, and frees its slot for the next
+    second.refresh_from_db(), third.refresh_from_db()
+    assert (second.waiting, third.waiting) == (False, True)
+    cancel = reverse("image-url-import-cancel", args=[project.slug, second.pk])
+    client_for("operator").post(cancel)  # cancelled before it started: the third goes
+    third.refresh_from_db()
+    assert not third.waiting
+    image_import_run(third.pk, third.attempt)
+    statuses = dict(ImageImport.objects.values_list("name", "status"))
+    assert statuses == {"first": "done", "second": "cancelled", "third": "done"}
+
+
+def run_apart(image_import: ImageImport) -> None:
+    """The worker's service on a thread of its own, as the import worker's threads run it."""
+    try:
+        image_import_run(image_import.pk, image_import.attempt)
+    finally:
+        connection.close()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("announced", [True, False], ids=["size-announced", "size-unknown"])
+def test_imports_running_together_never_take_the_project_past_its_image_quota(
+    client_for, project, image_server, images_dir, settings, monkeypatch, announced
+):
+    settings.ZOPDAY_PROJECT_IMAGE_QUOTA_GB = 1 / 1024  # 1 MiB
+    settings.ZOPDAY_IMPORT_STALL_SECONDS = 60  # the server holds each download a while
+    settings.ZOPDAY_IMPORTS_PER_PROJECT = 3
+    monkeypatch.setattr(import_slots, "send_on_commit", lambda *args, **kwargs: None)  # run here
+    size, hold = 600 * 1024, 300 * 1024  # each fits alone, any two do not
+    routes = [
+        image_server.serve(f"/disk-{n}.img", b"\0" * size, hold_after=hold, announced=announced)
+        for n in range(3)
+    ]
+    for n in range(3):
+        start(client_for("operator"), project, name=f"disk-{n}", format="raw",
+              url=image_server.url(f"/disk-{n}.img"))  # fmt: skip
+    imports = ImageImport.objects.order_by("pk")
+    threads = [threading.Thread(target=run_apart, args=(item,)) for item in imports]
+    for thread in threads:
+        thread.start()
+
+    def each_held_or_refused() -> bool:
+        return all(
+            item.status == ImportStatus.FAILED or item.bytes_reserved >= hold
+            for item in imports.all()  # read anew
+        )
+
+    deadline = time.monotonic() + 60
+    while not each_held_or_refused():
+        assert time.monotonic() < deadline, list(imports.values("status", "bytes_reserved"))
+        time.sleep(0.1)
+    held = sum(imports.filter(status=ImportStatus.RUNNING).values_list("bytes_reserved", flat=True))
+    assert held <= GIB / 1024, held
+    for route in routes:
+        route.release.set()
+    for thread in threads:
+        thread.join(60)
+    outcomes = sorted(imports.values_list("status", "message"))
+    assert [status for status, _ in outcomes] == ["done", "failed", "failed"], outcomes
+    assert all("past their quota of 1.0 MiB" in message for _, message in outcomes[1:])
+    stored = sum(path.stat().st_size for path in (images_dir / "uploads" / "alpha").iterdir())
+    assert stored <= GIB / 1024 and len(left_in(images_dir)) == 1

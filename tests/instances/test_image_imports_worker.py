@@ -168,3 +168,38 @@ def test_a_cancel_stops_a_download_the_server_holds_without_waiting_for_the_stal
     assert settled(image_import).status == ImportStatus.CANCELLED
     assert time.monotonic() - asked < settings.ZOPDAY_IMPORT_STALL_SECONDS  # not the timeout
     assert left_in(settings.ZOPDAY_IMAGES_DIR) == [] and not Image.objects.exists()
+
+
+def test_a_force_stop_is_done_at_once_while_slow_imports_fill_the_import_pool(
+    client_for, project, operator, subnet, image_server, machines_root, tmp_path, settings
+):
+    from tests.services import HostOfImports
+
+    host = HostOfImports(tmp_path, env={"ZOPDAY_IMPORTS_PER_PROJECT": "4"})
+    settings.ZOPDAY_HOST, settings.ZOPDAY_IMAGES_DIR = host.name, host.images
+    settings.ZOPDAY_IMPORTS_PER_PROJECT = 4
+    host.start()
+    try:
+        routes = [
+            image_server.serve(f"/drip-{n}.img", b"\0" * (1024 * 1024), hold_after=1024)
+            for n in range(4)  # as many as the import worker's threads
+        ]
+        for n in range(4):
+            start(client_for("operator"), project, name=f"drip-{n}", format="raw",
+                  url=image_server.url(f"/drip-{n}.img"))  # fmt: skip
+        downloading = ImageImport.objects.filter(status=ImportStatus.RUNNING)
+        wait_for(lambda: downloading.count() == 4, "every import thread to be taken")
+        assert all(route.requests == 2 for route in routes)  # the probe, then the download
+
+        vm = instance_create(
+            project=project, actor=operator, request=factories.instance_request(subnet)
+        )
+        Instance.objects.filter(pk=vm.pk).update(power_state=PowerState.RUNNING)
+        vm.refresh_from_db()
+        power.instance_force_stop(instance=vm, actor=operator)
+        wait_for(lambda: Instance.objects.get(pk=vm.pk).power_state == PowerState.STOPPED,
+                 "the host worker to stop the instance", 30)  # fmt: skip
+        assert downloading.count() == 4  # still held
+    finally:
+        image_server.stop()  # releases the held downloads
+        host.stop()

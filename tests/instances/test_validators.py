@@ -11,6 +11,7 @@ from instances.validators import (
     parse_ssh_public_key,
     validate_dns_label,
     validate_mac,
+    validate_object_name,
 )
 
 
@@ -146,3 +147,50 @@ def test_well_shaped_cloud_config_keys_pass():
 
 def test_valid_cloud_config_parses():
     assert parse_cloud_config("#cloud-config\nruncmd: [ls]\n") == {"runcmd": ["ls"]}
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("ops/laptop", 'A name cannot contain "/" (it would break the object\'s links)'),
+        ("ops\\laptop", 'A name cannot contain "\\"'),
+        ("ops\nlaptop", "A name cannot contain control characters"),
+        ("..", '".." cannot be a name'),
+    ],
+)
+def test_object_names_that_break_links_are_refused_with_what_to_use(name, said):
+    assert said in message(validate_object_name, name)
+
+
+def test_names_of_keys_disks_and_images_are_refused_at_their_field_in_forms_api_and_manifests(
+    db, client_for, api_for, project, owner, image_server
+):
+    import html
+
+    from instances.manifests import ManifestInvalid, manifest_apply
+    from instances.models import Disk, Image, ImageImport, SSHKey
+    from tests.instances.manifests.test_kinds import KEY
+
+    said = 'A name cannot contain "/"'
+    page = client_for("operator").post(
+        "/projects/alpha/ssh-keys/", {"name": "ops/laptop", "public_key": KEY}
+    )
+    error = page.content.decode().split('id="name-error">', 1)[1].split("</p>", 1)[0]
+    assert said in html.unescape(error)
+    api = api_for("operator")
+    disk = api.post("/projects/alpha/disks", {"name": "data/1", "zone": "local-1a", "size_gb": 1})
+    assert disk.status_code == 422 and said in disk.json()["errors"]["name"][0]
+    image_server.serve("/a.qcow2", b"x")
+    body = {"name": "ubuntu/24.04", "format": "qcow2", "url": image_server.url("/a.qcow2")}
+    imported = api.post("/projects/alpha/image-imports", body)
+    assert imported.status_code == 422 and said in imported.json()["errors"]["name"][0]
+    assert image_server.routes["/a.qcow2"].requests == 0  # refused before the address is asked
+    document = f"kind: SSHKey\nproject: alpha\nname: ops/laptop\nspec:\n  public_key: {KEY}\n"
+    with pytest.raises(ManifestInvalid) as refused:
+        manifest_apply(sources=[("keys.yaml", document)], actor=owner)
+    assert [str(problem) for problem in refused.value.problems] == [
+        f"keys.yaml:3 (ssh-key ops/laptop): name: {said} (it would break the object's links): "
+        "use - instead."
+    ]
+    for model in (SSHKey, Disk, Image, ImageImport):
+        assert not model.objects.exists()

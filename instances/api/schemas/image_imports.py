@@ -25,6 +25,7 @@ class ImageImportOut(Schema):
     url: str = Field(description="The address, its login and signature parameters hidden.")
     sha256: str
     status: ImportStatus
+    waiting: bool = Field(description="Queued behind the project's other imports under way.")
     bytes_done: int
     bytes_total: int | None
     rate: int = Field(description="Bytes per second, lately.")

@@ -2,6 +2,7 @@
 downloads by GET without changing anything; outsiders get 404 and the user data's credentials
 reach the project's admins only."""
 
+import html
 import re
 
 import pytest
@@ -93,3 +94,32 @@ def test_an_elastic_ip_made_in_the_console_is_exported_by_its_address(client_for
     link = f"/projects/alpha/manifest/ElasticIP/{eip.address}.yaml"
     assert link in export_links(client_for("viewer").get("/projects/alpha/").text)
     assert downloaded(client_for("viewer"), link)["spec"] == {"nic": None}
+
+
+@pytest.mark.parametrize(
+    ("page", "kind", "name"),
+    [
+        ("/projects/alpha/ssh-keys/", "SSHKey", "ops/laptop"),
+        ("/projects/alpha/images/", "Image", "ubuntu/24.04"),
+        ("/projects/alpha/", "Disk", "data/../spare%2F1"),
+        ("/projects/alpha/", "Disk", "line\nbreak"),
+    ],
+)
+def test_a_name_stored_with_a_slash_before_names_were_checked_still_renders_and_exports(
+    client_for, project, page, kind, name
+):
+    from instances.models import Disk, SSHKey
+    from tests.instances.manifests.test_kinds import KEY
+
+    rows = {
+        "SSHKey": lambda: SSHKey.objects.create(project=project, name=name, public_key=KEY),
+        "Image": lambda: ImageFactory(name=name, project=project),
+        "Disk": lambda: Disk.objects.create(project=project, name=name, zone="local-1a"),
+    }
+    rows[kind]()  # as an older console stored it, unchecked
+    for role in ("viewer", "owner"):
+        answer = client_for(role).get(page)
+        assert answer.status_code == 200
+        [link] = [link for link in export_links(answer.content.decode()) if "/manifest/" in link]
+        document = downloaded(client_for(role), html.unescape(link))
+        assert (document["kind"], document["name"]) == (kind, name)
