@@ -14,6 +14,7 @@ from django.urls import reverse
 from instances.choices import ImageKind
 from instances.models import AuditEvent, Disk, Image
 from tests.factories import ImageFactory
+from tests.instances.image_files import polyglot
 
 pytestmark = pytest.mark.django_db
 
@@ -115,6 +116,26 @@ def test_a_file_that_is_not_a_sound_image_of_its_kind_is_refused_at_the_file(
     assert not Image.objects.exists() and left_in(images_dir) == []
 
 
+def test_a_file_both_an_iso_and_a_qcow2_naming_a_host_file_is_refused_as_an_iso(
+    client_for, api_for, project, images_dir, tmp_path
+):
+    attack = polyglot(tmp_path)
+    data = {"name": "tools", "kind": "iso", "os_type": "linux", "file": upload(attack)}
+    page = html.unescape(
+        client_for("operator").post(reverse("image-list", args=[project.slug]), data).text
+    )
+    assert (
+        '<p class="error" id="file-error">This is not a plain ISO image: qemu-img reads it as a '
+        "qcow2 image, not a raw disk or ISO image."
+    ) in page
+    with attack.open("rb") as file:
+        fields = {"file": file, "name": "tools", "kind": "iso"}
+        response = api_for("operator").upload("/projects/alpha/images", fields)
+    assert response.status_code == 422
+    assert "qemu-img reads it as a qcow2 image" in response.json()["errors"]["file"][0]
+    assert not Image.objects.exists() and left_in(images_dir) == []
+
+
 def test_names_kinds_and_sizes_are_checked_before_the_file_is_kept(
     api_for, project, images_dir, tmp_path, settings
 ):
@@ -147,13 +168,13 @@ def test_of_two_uploads_of_one_name_the_second_is_refused_and_leaves_nothing(
 ):
     from instances.services import images as image_service
 
-    check_file = image_service._check_file
+    check_file = image_service.image_file_check
 
     def meanwhile(received, kind):  # the other upload lands while this file is checked
         ImageFactory(name="mine", project=project)
         return check_file(received, kind)
 
-    monkeypatch.setattr(image_service, "_check_file", meanwhile)
+    monkeypatch.setattr(image_service, "image_file_check", meanwhile)
     with qcow2(tmp_path, size="1G").open("rb") as file:
         response = api_for("operator").upload(
             "/projects/alpha/images", {"file": file, "name": "mine", "kind": "qcow2"}
