@@ -9,11 +9,14 @@ from pathlib import Path
 import pycdlib
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.files.uploadhandler import FileUploadHandler
+from django.test import Client
 from django.urls import reverse
 
 from instances.choices import ImageKind
 from instances.models import AuditEvent, Disk, Image
 from tests.factories import ImageFactory
+from tests.instances.api.helpers import Api
 from tests.instances.image_files import polyglot
 
 pytestmark = pytest.mark.django_db
@@ -134,6 +137,54 @@ def test_a_file_both_an_iso_and_a_qcow2_naming_a_host_file_is_refused_as_an_iso(
     assert response.status_code == 422
     assert "qemu-img reads it as a qcow2 image" in response.json()["errors"]["file"][0]
     assert not Image.objects.exists() and left_in(images_dir) == []
+
+
+class CountingUploadHandler(FileUploadHandler):
+    """Counts the bytes of uploaded files Django reads, before any handler stores them."""
+
+    received: list[int] = []
+
+    def receive_data_chunk(self, raw_data: bytes, start: int) -> bytes:
+        CountingUploadHandler.received.append(len(raw_data))
+        return raw_data
+
+    def file_complete(self, file_size: int) -> None:
+        return None
+
+
+def test_a_viewers_upload_is_refused_before_any_of_it_is_read(
+    settings, project, viewer, outsider, operator, api_for, tmp_path
+):
+    handlers = [f"{__name__}.CountingUploadHandler", *settings.FILE_UPLOAD_HANDLERS]
+    settings.FILE_UPLOAD_HANDLERS = handlers
+    received = CountingUploadHandler.received = []
+    path, url = qcow2(tmp_path, size="1G"), reverse("image-list", args=[project.slug])
+
+    def browser(user):  # CSRF checked as in a browser: the middleware reads form bodies
+        client = Client(enforce_csrf_checks=True)
+        client.force_login(user)
+        client.get("/login/")
+        return client, client.cookies["csrftoken"].value
+
+    client, token = browser(viewer)
+    fields = {"csrfmiddlewaretoken": token, "name": "mine", "kind": "qcow2", "os_type": "linux"}
+    assert client.post(url, {**fields, "file": upload(path)}).status_code == 403
+    with path.open("rb") as file:
+        session = Api(client, {"X-CSRFToken": token})
+        assert session.upload("/projects/alpha/images", {**fields, "file": file}).status_code == 403
+    with path.open("rb") as file:
+        answer = api_for("viewer").upload("/projects/alpha/images", {**fields, "file": file})
+        assert answer.status_code == 403
+    client, token = browser(outsider)
+    answer = client.post(url, {**fields, "csrfmiddlewaretoken": token, "file": upload(path)})
+    assert answer.status_code == 404
+    assert received == [] and not Image.objects.exists()
+
+    client, token = browser(operator)
+    fields["csrfmiddlewaretoken"] = token
+    assert client.post(url, {**fields, "file": upload(path)}).status_code == 302
+    assert sum(received) == path.stat().st_size
+    assert client.post(url, {**fields, "csrfmiddlewaretoken": "x" * 64}).status_code == 403
 
 
 def test_names_kinds_and_sizes_are_checked_before_the_file_is_kept(
