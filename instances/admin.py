@@ -1,4 +1,4 @@
-from typing import Any, cast
+from typing import cast
 
 from django.contrib import admin
 from django.contrib.auth.models import User
@@ -9,6 +9,7 @@ from instances import (
     actions,
     admin_clusters,  # noqa: F401  (registers ClusterAdmin)
     admin_gitops,  # noqa: F401  (registers GitSourceAdmin)
+    admin_images,  # noqa: F401  (registers ImageAdmin)
     admin_registries,  # noqa: F401  (registers RegistryCredentialAdmin)
     admin_users,  # noqa: F401  (registers users, groups, tokens and login history)
 )
@@ -23,7 +24,6 @@ from instances.models import (
     DiskSnapshot,
     ElasticIP,
     GuestReport,
-    Image,
     ImageImport,
     Instance,
     IPLease,
@@ -262,28 +262,6 @@ class SSHKeyAdmin(ProjectScopedAdmin):
     list_filter = ["project"]
     search_fields = ["name", "fingerprint", "public_key"]
     readonly_fields = ["fingerprint"]
-
-
-@admin.register(Image)
-class ImageAdmin(ProjectScopedAdmin):
-    list_display = ["name", "kind", "os_type", "project", "min_disk_gb", "created_at"]
-    list_filter = ["kind", "os_type", "project"]
-    search_fields = ["name", "path", "reference", "description"]
-
-    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        """Where an image's file lives is the upload's or a superuser's to say: a path is a file
-        of the host, and another project's upload is a path too."""
-        if request.user.is_superuser:
-            return super().get_readonly_fields(request, obj)
-        return [*super().get_readonly_fields(request, obj), "path", "reference"]
-
-    def get_form(  # type: ignore[override]
-        self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
-    ) -> Any:
-        form = super().get_form(request, obj, change=change, **kwargs)
-        if not request.user.is_superuser and "project" in form.base_fields:
-            form.base_fields["project"].required = True  # shared images are a superuser's
-        return form
 
 
 @admin.register(ImageImport)

@@ -15,3 +15,5 @@ urlpatterns = [
 ]
 
 handler400 = "instances.views.errors.bad_request"
+handler403 = "instances.views.errors.permission_denied"
+handler404 = "instances.views.errors.page_not_found"

@@ -15,6 +15,8 @@ from ninja.errors import AuthenticationError
 from ninja.security import HttpBearer
 from ninja.security import SessionAuth as NinjaSessionAuth
 
+from instances.access import project_for_user
+from instances.choices import Role
 from instances.services.tokens import api_token_authenticate
 from instances.throttle import token_attempt_allowed, token_credentials, token_failed
 
@@ -54,3 +56,41 @@ def request_user(request: HttpRequest) -> AbstractBaseUser:
 
 
 API_AUTH = [ApiTokenAuth(), SessionAuth()]
+
+
+class TokenRoleFirst(ApiTokenAuth):
+    """A token whose user holds `required` in the project the path's slug names."""
+
+    def __init__(self, required: Role) -> None:
+        super().__init__()
+        self.required = required
+
+    def authenticate(self, request: HttpRequest, token: str) -> User:
+        user = super().authenticate(request, token)
+        _require_path_role(request, self.required)
+        return user
+
+
+class SessionRoleFirst(SessionAuth):
+    """A session whose user holds `required` in the project the path's slug names, checked
+    before the CSRF check (which reads the body for its token)."""
+
+    def __init__(self, required: Role) -> None:
+        super().__init__()
+        self.required = required
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if request.user.is_authenticated:
+            _require_path_role(request, self.required)
+        return super().__call__(request)
+
+
+def role_first_auth(required: Role) -> list[Any]:
+    """API_AUTH for a route with a large body (an upload): the caller's role in the project is
+    checked before any of the body is read (ninja reads it before the endpoint runs)."""
+    return [TokenRoleFirst(required), SessionRoleFirst(required)]
+
+
+def _require_path_role(request: HttpRequest, required: Role) -> None:
+    slug = request.resolver_match.kwargs["slug"] if request.resolver_match else ""
+    project_for_user(request.user, slug, required)  # type: ignore[arg-type]

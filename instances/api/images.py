@@ -6,7 +6,7 @@ from django.shortcuts import get_object_or_404
 from ninja import File, Form, Router, UploadedFile
 from ninja.responses import Status
 
-from instances.api.auth import request_user
+from instances.api.auth import request_user, role_first_auth
 from instances.api.errors import ERRORS, REFUSALS
 from instances.api.lookups import images_of, object_for, project_for
 from instances.api.schemas import Id, ImageOut, Slug
@@ -31,7 +31,11 @@ def image_get(request: HttpRequest, slug: Slug, image_id: Id) -> Image:
     return get_object_or_404(images_of(project), pk=image_id)
 
 
-@router.post("/projects/{slug}/images", response={201: ImageOut, **ERRORS})
+@router.post(
+    "/projects/{slug}/images",
+    response={201: ImageOut, **ERRORS},
+    auth=role_first_auth(Role.OPERATOR),  # a viewer's upload is refused before it is read
+)
 def image_upload(
     request: HttpRequest,
     slug: Slug,

@@ -4,7 +4,7 @@ import tarfile
 from pathlib import Path, PurePosixPath
 
 from instances.backends.base import BackendError
-from instances.backends.qemu.images import QemuImg
+from instances.backends.qemu.images import QemuImg, standalone_refusal
 
 from .errors import ContainerDiskError
 from .reference import Reference
@@ -67,15 +67,12 @@ def standalone_qcow2(reference: Reference, disk: Path, target: Path) -> Path:
         if disk.suffix == ".img":
             qemu_img.convert(disk, target, source_format="raw")
             return target
-        info = qemu_img.info(disk, fmt="qcow2")
+        info = qemu_img.probe(disk)
     except BackendError as error:
         raise ContainerDiskError(f"The disk in {reference} is not a sound image: {error}") from None
-    if info.get("backing-filename") or info.get("format-specific", {}).get("data", {}).get(
-        "data-file"
-    ):
+    if reason := standalone_refusal(info, "qcow2"):
         raise ContainerDiskError(
-            f"The disk in {reference} refers to other files (a backing or data file): push a "
-            "standalone qcow2."
+            f"The disk in {reference} cannot be used: {reason} Push a standalone qcow2."
         )
     if problem := qemu_img.check(disk):
         raise ContainerDiskError(f"The disk in {reference}: {problem}")

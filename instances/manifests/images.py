@@ -8,7 +8,7 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 
 from instances.api.schemas.image_imports import ImageImportIn
-from instances.choices import IMPORT_TRANSITIONAL, ImageKind
+from instances.choices import IMPORT_TRANSITIONAL, ImageKind, ImportFormat
 from instances.manifests.documents import Document
 from instances.manifests.kinds import Kind
 from instances.manifests.specs import fixed_problems, raise_if, spec_checked
@@ -17,6 +17,8 @@ from instances.models import Image, ImageImport, Project
 from instances.services.image_imports import image_import_start
 from instances.services.images import image_remove
 from instances.url_redaction import url_redacted
+
+KIND_OF_FORMAT: dict[str, str] = {ImportFormat.RAW: ImageKind.QCOW2}  # raw imports as qcow2
 
 
 def _plan(document: Document, project: Project, actor: AbstractBaseUser) -> Plan:
@@ -29,6 +31,7 @@ def _plan(document: Document, project: Project, actor: AbstractBaseUser) -> Plan
                 document,
                 "image",
                 {
+                    "format": (image.kind, KIND_OF_FORMAT.get(spec.format, spec.format)),
                     "os_type": (image.os_type, spec.os_type),
                     "description": (image.description, spec.description.strip()),
                 },

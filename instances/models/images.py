@@ -1,5 +1,6 @@
 import re
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -60,7 +61,15 @@ class Image(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        fields = kwargs.get("update_fields")
+        if (fields is None or "kind" in fields) and (message := self.kind_change_refusal()):
+            raise ValidationError({"kind": message})
+        super().save(*args, **kwargs)
+
     def clean(self) -> None:
+        if message := self.kind_change_refusal():
+            raise ValidationError({"kind": message})
         if self.kind == ImageKind.PVC and not claim_of(self.reference):
             raise ValidationError(
                 {"reference": "Give the volume as namespace/name (such as golden/debian-12): "
@@ -72,6 +81,20 @@ class Image(models.Model):
                 {"path": "Give a path inside the images folder (such as demo): not absolute, "
                          "no \"..\"."}
             )  # fmt: skip
+
+    def kind_change_refusal(self) -> str:
+        """Why this image's kind cannot be saved ("" when it can): a kind is fixed once
+        registered, as its file was checked as that kind (an ISO read as a qcow2 could name
+        host files)."""
+        if self._state.adding or self.pk is None:
+            return ""
+        stored = Image.objects.filter(pk=self.pk).values_list("kind", flat=True).first()
+        if stored is None or stored == self.kind:
+            return ""
+        return (
+            f"An image's kind is fixed once it is registered ({self.name} is "
+            f"{ImageKind(stored).label}): register the file anew as an image of the other kind."
+        )
 
     @property
     def file(self) -> Path:

@@ -199,7 +199,7 @@ def _convert_raw(part: Path, converted: Path) -> None:
     """A raw disk as qcow2; a file that is some other format, or no disk, is refused."""
     qemu_img = QemuImg()
     try:
-        probed = qemu_img.info(part).get("format", "raw")
+        probed = qemu_img.probe(part).get("format", "raw")
         if probed != "raw":
             raise url_fetch.FetchError(
                 f"This file is a {probed} image, not a raw disk: import it as {probed}."

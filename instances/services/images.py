@@ -1,8 +1,9 @@
 """Images users register (a qcow2 cloud image or an ISO uploaded into the project's folder of the
 images directory), checked before they are kept; and their removal.
 
-A qcow2 must be standalone (a backing or external data file would expose host files), pass
-qemu-img check and stay within ZOPDAY_IMAGE_MAX_VIRTUAL_GB; an ISO must be ISO 9660. Uploads
+qemu-img probes every file, told no format: a qcow2 must be standalone (a backing or external
+data file would expose host files), pass qemu-img check and stay within
+ZOPDAY_IMAGE_MAX_VIRTUAL_GB; an ISO must be raw to qemu-img and ISO 9660. Uploads
 stay within ZOPDAY_PROJECT_IMAGE_QUOTA_GB; a file that fails is removed at once.
 """
 
@@ -10,6 +11,7 @@ import math
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pycdlib
 from django.conf import settings
@@ -22,7 +24,7 @@ from django.db.models import ProtectedError, Q
 from instances import actions
 from instances.access import project_role
 from instances.backends.base import BackendError
-from instances.backends.qemu.images import GIB, QemuImg
+from instances.backends.qemu.images import GIB, QemuImg, standalone_refusal
 from instances.choices import ImageKind, OsType
 from instances.errors import ActionRefused
 from instances.models import Disk, Image, ImageImport, Project
@@ -90,7 +92,7 @@ def image_register_file(
     folder = image_folder(project)
     stored: Path | None = None
     try:
-        min_disk_gb = _check_file(received, kind)
+        min_disk_gb = image_file_check(received, kind)
         with transaction.atomic():
             # Under the project's lock: of two uploads of one name, the second is refused here.
             Project.objects.select_for_update().filter(pk=project.pk).first()
@@ -210,28 +212,23 @@ def image_size_refusal(project: Project, size: int, *, import_id: int | None = N
     return quota_refusal(project, size, excluding_import=import_id)
 
 
-def _check_file(path: Path, kind: str) -> int:
-    """The smallest root disk (GB) the image needs; ValidationError at `file` if it is not a
-    sound image of its kind."""
-    if kind == ImageKind.ISO:
-        iso = pycdlib.PyCdlib()
-        try:
-            iso.open(str(path))
-        except pycdlib.pycdlibexception.PyCdlibException as error:
-            raise ValidationError({"file": f"This is not an ISO 9660 image ({error})."}) from None
-        iso.close()
-        return 1
+def image_file_check(path: Path, kind: str) -> int:
+    """The smallest root disk (GB) the image needs; ValidationError at `file` unless qemu-img,
+    told no format, reads it as a sound standalone image of its kind (uploads, imports, the
+    admin): a file that is both an ISO and a qcow2 naming a host file must never pass."""
     qemu_img = QemuImg()
-    try:  # read as qcow2, never guessed: another format could name files of the host
-        info = qemu_img.info(path, fmt="qcow2")
-    except BackendError:
+    try:
+        info = qemu_img.probe(path)
+    except BackendError as error:
+        raise ValidationError({"file": error.message}) from None
+    if kind == ImageKind.ISO:
+        return _check_iso(path, info)
+    if info.get("format") != "qcow2":
         raise ValidationError(
             {"file": "qemu-img cannot read this as a qcow2 image: upload a standalone qcow2 "
                      "cloud image, or convert one with qemu-img convert -O qcow2."}
-        ) from None  # fmt: skip
-    if "backing-filename" in info or info.get("format-specific", {}).get("data", {}).get(
-        "data-file"
-    ):
+        )  # fmt: skip
+    if standalone_refusal(info, "qcow2"):
         raise ValidationError(
             {"file": "This qcow2 image depends on another file (a backing file or an external "
                      "data file): upload a standalone one (qemu-img convert -O qcow2 makes it)."}
@@ -243,4 +240,18 @@ def _check_file(path: Path, kind: str) -> int:
         )
     if problem := qemu_img.check(path):
         raise ValidationError({"file": problem})
-    return max(1, math.ceil(int(info["virtual-size"]) / GIB))
+    return max(1, math.ceil(virtual / GIB))
+
+
+def _check_iso(path: Path, info: dict[str, Any]) -> int:
+    if reason := standalone_refusal(info, "raw"):  # an ISO that is also a qcow2, say
+        raise ValidationError(
+            {"file": f"This is not a plain ISO image: {reason} Upload an ISO 9660 image."}
+        )
+    iso = pycdlib.PyCdlib()
+    try:
+        iso.open(str(path))
+    except pycdlib.pycdlibexception.PyCdlibException as error:
+        raise ValidationError({"file": f"This is not an ISO 9660 image ({error})."}) from None
+    iso.close()
+    return 1

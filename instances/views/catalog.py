@@ -7,6 +7,7 @@ from django.core.exceptions import ValidationError
 from django.db.models import Count, Q
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
+from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_POST
 
 from instances.access import (
@@ -103,23 +104,31 @@ def ssh_key_delete(request: AuthedRequest, project_slug: str, pk: int) -> HttpRe
     return redirect("ssh-key-list", project_slug=project_slug)
 
 
+@csrf_exempt  # checked in _image_upload, after the role: the token is read with the upload
 @login_required
 def image_list(request: AuthedRequest, project_slug: str) -> HttpResponse:
     project, role = project_for_user(request.user, project_slug)
-    form = ImageUploadForm(request.POST or None, request.FILES or None)
-    if request.method == "POST":
-        project, role = project_for_user(request.user, project_slug, Role.OPERATOR)
-        if form.is_valid():
-            try:
-                image = images.image_upload(
-                    project=project, actor=request.user, upload=form.cleaned_data.pop("file"),
-                    **form.cleaned_data,
-                )  # fmt: skip
-            except ValidationError as error:
-                apply_errors(error, form, {})
-            else:
-                messages.success(request, _uploaded_message(image))
-                return redirect("image-list", project_slug=project.slug)
+    if request.method != "POST":
+        return image_page(request, project, role)
+    # before the body is read: a viewer's upload is refused before any of it is stored
+    project, role = project_for_user(request.user, project_slug, Role.OPERATOR)
+    return _image_upload(request, project, role)
+
+
+@csrf_protect
+def _image_upload(request: AuthedRequest, project: Project, role: Role) -> HttpResponse:
+    form = ImageUploadForm(request.POST, request.FILES)
+    if form.is_valid():
+        try:
+            image = images.image_upload(
+                project=project, actor=request.user, upload=form.cleaned_data.pop("file"),
+                **form.cleaned_data,
+            )  # fmt: skip
+        except ValidationError as error:
+            apply_errors(error, form, {})
+        else:
+            messages.success(request, _uploaded_message(image))
+            return redirect("image-list", project_slug=project.slug)
     return image_page(request, project, role, form=form)
 
 

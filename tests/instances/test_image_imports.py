@@ -22,6 +22,7 @@ from instances.models import AuditEvent, Image, ImageImport
 from instances.services import image_import_work, import_slots
 from instances.services.image_import_work import image_import_run, image_imports_sweep
 from tests.instances.api.helpers import errors_of
+from tests.instances.image_files import polyglot
 from tests.instances.test_images import data_file_image, iso, qcow2
 
 pytestmark = pytest.mark.django_db
@@ -175,6 +176,7 @@ def test_addresses_of_this_machine_or_link_local_ones_are_never_fetched(
         ("short", {}, "url", "broke the download off before the end"),
         ("qcow2-as-raw", {"format": "raw"}, "url", "This file is a qcow2 image, not a raw disk"),
         ("odd-raw", {"format": "raw"}, "url", "not a whole number of 512-byte sectors"),
+        ("iso-and-qcow2", {"format": "iso"}, "url", "qemu-img reads it as a qcow2 image"),
     ],
 )  # fmt: skip
 def test_a_download_that_goes_wrong_fails_at_its_field_and_leaves_nothing(
@@ -189,6 +191,7 @@ def test_a_download_that_goes_wrong_fails_at_its_field_and_leaves_nothing(
         "short": (good[:4096], {"length": len(good)}),
         "qcow2-as-raw": (good, {}),
         "odd-raw": (b"x" * 1000, {}),
+        "iso-and-qcow2": (polyglot(tmp_path).read_bytes(), {}),
     }
     body, serving = bodies[content]
     image_server.serve("/image", body, **serving)

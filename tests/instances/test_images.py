@@ -9,11 +9,15 @@ from pathlib import Path
 import pycdlib
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.files.uploadhandler import FileUploadHandler
+from django.test import Client
 from django.urls import reverse
 
 from instances.choices import ImageKind
 from instances.models import AuditEvent, Disk, Image
 from tests.factories import ImageFactory
+from tests.instances.api.helpers import Api
+from tests.instances.image_files import polyglot
 
 pytestmark = pytest.mark.django_db
 
@@ -115,6 +119,74 @@ def test_a_file_that_is_not_a_sound_image_of_its_kind_is_refused_at_the_file(
     assert not Image.objects.exists() and left_in(images_dir) == []
 
 
+def test_a_file_both_an_iso_and_a_qcow2_naming_a_host_file_is_refused_as_an_iso(
+    client_for, api_for, project, images_dir, tmp_path
+):
+    attack = polyglot(tmp_path)
+    data = {"name": "tools", "kind": "iso", "os_type": "linux", "file": upload(attack)}
+    page = html.unescape(
+        client_for("operator").post(reverse("image-list", args=[project.slug]), data).text
+    )
+    assert (
+        '<p class="error" id="file-error">This is not a plain ISO image: qemu-img reads it as a '
+        "qcow2 image, not a raw disk or ISO image."
+    ) in page
+    with attack.open("rb") as file:
+        fields = {"file": file, "name": "tools", "kind": "iso"}
+        response = api_for("operator").upload("/projects/alpha/images", fields)
+    assert response.status_code == 422
+    assert "qemu-img reads it as a qcow2 image" in response.json()["errors"]["file"][0]
+    assert not Image.objects.exists() and left_in(images_dir) == []
+
+
+class CountingUploadHandler(FileUploadHandler):
+    """Counts the bytes of uploaded files Django reads, before any handler stores them."""
+
+    received: list[int] = []
+
+    def receive_data_chunk(self, raw_data: bytes, start: int) -> bytes:
+        CountingUploadHandler.received.append(len(raw_data))
+        return raw_data
+
+    def file_complete(self, file_size: int) -> None:
+        return None
+
+
+def test_a_viewers_upload_is_refused_before_any_of_it_is_read(
+    settings, project, viewer, outsider, operator, api_for, tmp_path
+):
+    handlers = [f"{__name__}.CountingUploadHandler", *settings.FILE_UPLOAD_HANDLERS]
+    settings.FILE_UPLOAD_HANDLERS = handlers
+    received = CountingUploadHandler.received = []
+    path, url = qcow2(tmp_path, size="1G"), reverse("image-list", args=[project.slug])
+
+    def browser(user):  # CSRF checked as in a browser: the middleware reads form bodies
+        client = Client(enforce_csrf_checks=True)
+        client.force_login(user)
+        client.get("/login/")
+        return client, client.cookies["csrftoken"].value
+
+    client, token = browser(viewer)
+    fields = {"csrfmiddlewaretoken": token, "name": "mine", "kind": "qcow2", "os_type": "linux"}
+    assert client.post(url, {**fields, "file": upload(path)}).status_code == 403
+    with path.open("rb") as file:
+        session = Api(client, {"X-CSRFToken": token})
+        assert session.upload("/projects/alpha/images", {**fields, "file": file}).status_code == 403
+    with path.open("rb") as file:
+        answer = api_for("viewer").upload("/projects/alpha/images", {**fields, "file": file})
+        assert answer.status_code == 403
+    client, token = browser(outsider)
+    answer = client.post(url, {**fields, "csrfmiddlewaretoken": token, "file": upload(path)})
+    assert answer.status_code == 404
+    assert received == [] and not Image.objects.exists()
+
+    client, token = browser(operator)
+    fields["csrfmiddlewaretoken"] = token
+    assert client.post(url, {**fields, "file": upload(path)}).status_code == 302
+    assert sum(received) == path.stat().st_size
+    assert client.post(url, {**fields, "csrfmiddlewaretoken": "x" * 64}).status_code == 403
+
+
 def test_names_kinds_and_sizes_are_checked_before_the_file_is_kept(
     api_for, project, images_dir, tmp_path, settings
 ):
@@ -147,13 +219,13 @@ def test_of_two_uploads_of_one_name_the_second_is_refused_and_leaves_nothing(
 ):
     from instances.services import images as image_service
 
-    check_file = image_service._check_file
+    check_file = image_service.image_file_check
 
     def meanwhile(received, kind):  # the other upload lands while this file is checked
         ImageFactory(name="mine", project=project)
         return check_file(received, kind)
 
-    monkeypatch.setattr(image_service, "_check_file", meanwhile)
+    monkeypatch.setattr(image_service, "image_file_check", meanwhile)
     with qcow2(tmp_path, size="1G").open("rb") as file:
         response = api_for("operator").upload(
             "/projects/alpha/images", {"file": file, "name": "mine", "kind": "qcow2"}

@@ -53,8 +53,8 @@ class QemuBackend(QemuDevices, QemuSnapshots, QemuMigration):
             if path is not None and not path.is_file():
                 raise BackendError(f"The boot file {path} does not exist.")
         for disk in spec.disks:
-            if disk.role == "cdrom" and disk.source is not None and not disk.source.is_file():
-                raise BackendError(f"The ISO {disk.source} of {disk.name} does not exist.")
+            if disk.role == "cdrom":
+                self._require_iso(disk)
         run = self._run_folder(spec.id)
         run.create()
         for disk in spec.disks:

@@ -1,14 +1,18 @@
 """The QEMU command line of a machine: a pure function of its spec, run folder and a few options.
 
 On q35, virtio disks sit behind their own PCIe root ports (plus spares) so they can hot-unplug;
-SATA disks and CD-ROMs use AHCI; the NoCloud seed stays on pcie.0. Monitor `watch` is for the one
-power-off waiter, `qmp` for commands. The serial chardev's `logfile=` keeps every byte; with
-`-no-shutdown` and `-action panic=pause` a guest power-off is told from a crash.
+SATA disks and CD-ROMs use AHCI; the NoCloud seed stays on pcie.0. Every image is opened with
+its format named and a disk's backing chain pinned, never as its file's headers say. Monitor
+`watch` is for the one power-off waiter, `qmp` for commands. The serial chardev's `logfile=`
+keeps every byte; with `-no-shutdown` and `-action panic=pause` a guest power-off is told from
+a crash.
 """
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from instances.backends.base import (
     HOTPLUG_DISKS,
@@ -184,11 +188,27 @@ def _disk_args(spec: MachineSpec, run: RunFolder, hotplug_ports: int) -> list[st
 
 
 def _qcow2_blockdev(disk: DiskSpec, run: RunFolder) -> list[str]:
-    path = _escape(run.disk_path(disk.name))
-    return [
-        "-blockdev",
-        f"driver=qcow2,node-name={node_name(disk.name)},file.driver=file,file.filename={path}",
-    ]
+    return ["-blockdev", json.dumps(qcow2_node(disk, run.disk_path(disk.name)))]
+
+
+def qcow2_node(disk: DiskSpec, path: Path) -> dict[str, Any]:
+    """A disk's block node with its backing chain pinned: the image it was made over (itself
+    with no backing) or none, whatever files the qcow2 headers name."""
+    backing: dict[str, Any] | None = None
+    if disk.source is not None:
+        backing = {
+            "driver": "qcow2",
+            "node-name": f"{disk.name}-base",
+            "read-only": True,
+            "file": {"driver": "file", "filename": str(disk.source)},
+            "backing": None,
+        }
+    return {
+        "driver": "qcow2",
+        "node-name": node_name(disk.name),
+        "file": {"driver": "file", "filename": str(path)},
+        "backing": backing,
+    }
 
 
 def _raw_blockdev(node: str, path: Path) -> list[str]:

@@ -9,7 +9,7 @@ from typing import Any
 from instances.backends.base import BackendError, DiskSpec, MachineSpec, Power
 from instances.holds import hold_point
 
-from .cmdline import node_name
+from .cmdline import node_name, qcow2_node
 from .images import GIB
 from .qmp import CommandRefused, Monitor
 from .runs import QemuRuns
@@ -62,10 +62,7 @@ class QemuDevices(QemuRuns):
                 device["serial"] = disk.serial
             nodes = {node["node-name"] for node in monitor.execute("query-named-block-nodes")}
             if device["drive"] not in nodes:
-                file = {"driver": "file", "filename": str(run.disk_path(disk.name))}
-                monitor.execute(
-                    "blockdev-add", {"driver": "qcow2", "node-name": device["drive"], "file": file}
-                )
+                monitor.execute("blockdev-add", qcow2_node(disk, run.disk_path(disk.name)))
             hold_point("hotplug.block-added")
             try:
                 monitor.execute("device_add", device)
@@ -128,8 +125,7 @@ class QemuDevices(QemuRuns):
             monitor.execute("eject", {"id": disk_name, "force": True})
             return
         iso = self._absolute(iso)
-        if not iso.is_file():
-            raise BackendError(f"The ISO {iso} does not exist.")
+        self._require_iso(DiskSpec(name=disk_name, role="cdrom", bus="sata", source=iso))
         monitor.execute(  # force: a guest that mounted the old disc keeps the tray locked
             "blockdev-change-medium",
             {

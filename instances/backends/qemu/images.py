@@ -1,7 +1,8 @@
 """qemu-img for disks of stopped machines: create (optionally over a backing image), grow, snapshot.
 
 A running QEMU holds a write lock on its images; the backend uses QMP for running machines and
-these only when the machine is stopped (reads pass `-U`, which is safe for metadata).
+these only when the machine is stopped (reads pass `-U`, which is safe for metadata). Every call
+names the format: a probed one could be a file that names host files (only `probe` guesses).
 """
 
 import json
@@ -15,6 +16,7 @@ from instances.backends.base import BackendError
 GIB = 1024**3
 CHECK_SOUND = (0, 3)  # qemu-img check: no errors, or only leaked clusters
 CHECK_CORRUPT = 2
+FORMAT_NAMES = {"qcow2": "a qcow2 image", "raw": "a raw disk or ISO image"}
 
 
 class QemuImg:
@@ -28,6 +30,7 @@ class QemuImg:
         if backing is not None:
             if not backing.is_file():
                 raise BackendError(f"The disk image {backing} does not exist.")
+            self.require_standalone(backing, "qcow2")
             argv += ["-b", str(backing), "-F", "qcow2"]
         elif size_gb <= 0:
             raise BackendError(f"Disk {path.stem} needs a size or an image.")
@@ -42,30 +45,46 @@ class QemuImg:
         self._run([*argv, str(source), str(target)], f"convert {source.name}")
 
     def resize(self, path: Path, size_gb: int) -> None:
-        self._run([self.binary, "resize", "-q", str(path), f"{size_gb}G"], f"resize {path.stem}")
+        argv = [self.binary, "resize", "-q", "-f", "qcow2", str(path), f"{size_gb}G"]
+        self._run(argv, f"resize {path.stem}")
 
     def snapshot(self, path: Path, name: str) -> None:
-        self._run([self.binary, "snapshot", "-c", name, str(path)], f"snapshot {path.stem}")
+        self._run(self._snapshot_argv("-c", name, path), f"snapshot {path.stem}")
 
     def delete_snapshot(self, path: Path, name: str) -> None:
-        self._run(
-            [self.binary, "snapshot", "-d", name, str(path)], f"delete a snapshot of {path.stem}"
-        )
+        self._run(self._snapshot_argv("-d", name, path), f"delete a snapshot of {path.stem}")
 
     def revert_snapshot(self, path: Path, name: str) -> None:
-        self._run([self.binary, "snapshot", "-a", name, str(path)], f"revert {path.stem}")
+        self._run(self._snapshot_argv("-a", name, path), f"revert {path.stem}")
+
+    def _snapshot_argv(self, action: str, name: str, path: Path) -> list[str]:
+        """qemu-img snapshot takes no -f: the format is named in the image's options."""
+        options = "driver=qcow2,file.driver=file,file.filename=" + str(path).replace(",", ",,")
+        return [self.binary, "snapshot", "--image-opts", action, name, options]
 
     def snapshots(self, path: Path) -> list[str]:
-        return [entry["name"] for entry in self.info(path).get("snapshots", [])]
+        return [entry["name"] for entry in self.info(path, "qcow2").get("snapshots", [])]
 
     def virtual_size(self, path: Path) -> int:
-        return int(self.info(path)["virtual-size"])
+        return int(self.info(path, "qcow2")["virtual-size"])
 
-    def info(self, path: Path, fmt: str = "") -> dict[str, Any]:
-        """What qemu-img reads of the image: as `fmt` if given, else as the format it probes."""
-        argv = [self.binary, "info", "-U", "--output=json", *(["-f", fmt] if fmt else [])]
-        output = self._run([*argv, str(path)], f"read {path.name}")
-        return dict(json.loads(output))
+    def info(self, path: Path, fmt: str) -> dict[str, Any]:
+        """What qemu-img reads of the image as `fmt` (its backing files are not opened)."""
+        argv = [self.binary, "info", "-U", "--output=json", "-f", fmt, str(path)]
+        return dict(json.loads(self._run(argv, f"read {path.name}")))
+
+    def probe(self, path: Path) -> dict[str, Any]:
+        """What qemu-img reads of the file when told no format: what the file really is."""
+        argv = [self.binary, "info", "-U", "--output=json", str(path)]
+        return dict(json.loads(self._run(argv, f"read {path.name}")))
+
+    def require_standalone(self, path: Path, fmt: str) -> dict[str, Any]:
+        """The probe of a file that must be a `fmt` image naming no other file; BackendError
+        saying why when it is not (another format, a backing or an external data file)."""
+        info = self.probe(path)
+        if reason := standalone_refusal(info, fmt):
+            raise BackendError(f"The image {path.name} cannot be used: {reason}")
+        return info
 
     def convert_raw(self, source: Path, target: Path, timeout: float = 3600) -> None:
         """A raw disk image rewritten as a standalone qcow2."""
@@ -101,6 +120,20 @@ class QemuImg:
             reason = last_line(result.stderr) or f"exit status {result.returncode}"
             raise BackendError(f"Could not {what}: {reason}")
         return result.stdout
+
+
+def standalone_refusal(info: dict[str, Any], fmt: str) -> str:
+    """Why the image qemu-img probed (`info`) is not a standalone `fmt` image ("" when it is):
+    a file of two formats, or one naming a host file, would let a guest read that file."""
+    probed = str(info.get("format") or "unknown")
+    if probed != fmt:
+        return f"qemu-img reads it as {FORMAT_NAMES.get(probed, probed)}, not {FORMAT_NAMES[fmt]}."
+    if info.get("backing-filename") or info.get("full-backing-filename"):
+        return "it names a backing file, so it depends on another file."
+    data = info.get("format-specific", {}).get("data", {})
+    if data.get("data-file") or data.get("data-file-raw"):
+        return "it names an external data file, so it depends on another file."
+    return ""
 
 
 def last_line(text: str) -> str:

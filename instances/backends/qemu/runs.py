@@ -12,6 +12,7 @@ import os
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 from instances.backends.base import (
     BackendError,
@@ -295,8 +296,39 @@ class QemuRuns:
             except BackendError:  # a half-made file must not pass for the disk next time
                 path.unlink(missing_ok=True)
                 raise
-        elif self.qemu_img.virtual_size(path) < disk.size_gb * GIB:
+            return
+        if int(self._own_chain(path, disk)["virtual-size"]) < disk.size_gb * GIB:
             self.qemu_img.resize(path, disk.size_gb)
+
+    def _own_chain(self, path: Path, disk: DiskSpec) -> dict[str, Any]:
+        """What qemu-img reads of a disk's file, once it names no file but the image it was made
+        over, itself still a standalone qcow2 (an image swapped since could name host files)."""
+        info = self.qemu_img.info(path, "qcow2")
+        data = info.get("format-specific", {}).get("data", {})
+        backing = info.get("full-backing-filename") or info.get("backing-filename")
+        foreign = bool(data.get("data-file")) or (
+            backing is not None
+            and (
+                disk.source is None
+                or os.path.realpath(backing) != os.path.realpath(disk.source)
+                or info.get("backing-filename-format") != "qcow2"
+            )
+        )
+        if foreign:
+            raise BackendError(
+                f"Disk {disk.name}'s file names a file the console did not make it over: it "
+                "will not be opened."
+            )
+        if backing is not None and disk.source is not None:
+            self.qemu_img.require_standalone(disk.source, "qcow2")
+        return info
+
+    def _require_iso(self, disk: DiskSpec) -> None:
+        """A CD-ROM's medium is a raw ISO to qemu-img too (QEMU opens it as raw anyway)."""
+        if disk.source is not None:
+            if not disk.source.is_file():
+                raise BackendError(f"The ISO {disk.source} of {disk.name} does not exist.")
+            self.qemu_img.require_standalone(disk.source, "raw")
 
     def _disk_file(self, run: RunFolder, disk_name: str) -> Path:
         path = run.disk_path(disk_name)

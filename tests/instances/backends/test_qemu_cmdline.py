@@ -1,5 +1,6 @@
 """The QEMU command line, built from specs alone: no QEMU runs here."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -129,10 +130,34 @@ def test_virtio_disks_sit_behind_root_ports_and_spare_ports_stay_for_hotplug():
         "virtio-blk-pci,id=disk-1,bus=rp0,drive=disk-1-blk,bootindex=1",
         "virtio-blk-pci,id=disk-2,bus=rp1,drive=disk-2-blk,serial=DATA2",
     ]
-    assert (
-        "driver=qcow2,node-name=disk-1-blk,file.driver=file,file.filename=/run/zq/disks/disk-1.qcow2"
-        in values_of(argv, "-blockdev")
+    assert {
+        "driver": "qcow2",
+        "node-name": "disk-1-blk",
+        "file": {"driver": "file", "filename": "/run/zq/disks/disk-1.qcow2"},
+        "backing": None,
+    } in [json.loads(value) for value in values_of(argv, "-blockdev") if value.startswith("{")]
+
+
+def test_a_disk_made_over_an_image_opens_that_image_alone_whatever_its_headers_name():
+    spec = make_spec(
+        disks=(
+            DiskSpec("disk-1", "root", "virtio", 2, source=Path("/images/uploads/a/3.qcow2")),
+            DiskSpec("cd-1", "cdrom", "sata", source=Path("/images/uploads/a/4.iso")),
+        ),
+        seed=CloudInitSeed(meta_data="", user_data=""),
     )
+    argv = argv_for(spec, firmware=firmware_for(FirmwareSpec(bootloader="uefi")))
+    qcow2 = json.loads(values_of(argv, "-blockdev")[0])
+    assert qcow2["backing"] == {
+        "driver": "qcow2",
+        "node-name": "disk-1-base",
+        "read-only": True,
+        "file": {"driver": "file", "filename": "/images/uploads/a/3.qcow2"},
+        "backing": None,
+    }
+    for value in values_of(argv, "-blockdev"):  # every image with its format named
+        assert value.startswith(("{", "driver=qcow2,", "driver=raw,"))
+    assert [value for value in values_of(argv, "-drive") if ",format=raw," not in value] == []
 
 
 def test_sata_disks_and_cdroms_take_the_ahci_ports_in_order():

@@ -633,7 +633,7 @@ def test_a_disk_of_a_machine_that_never_started_gets_its_file_before_its_snapsho
 
     assert backend.qemu_img.snapshots(disk) == ["first"]
     assert backend.qemu_img.virtual_size(disk) == 2 * 1024**3  # as its spec says
-    assert backend.qemu_img.info(disk)["backing-filename"] == str(image)
+    assert backend.qemu_img.info(disk, "qcow2")["backing-filename"] == str(image)
     assert backend.qemu_img.snapshots(short_dir / "disks" / "disk-6.qcow2") == ["first"]
     machine = MachineSpec("i-7", "web-7", vcpus=1, sockets=1, cores=1, threads=1, memory_mb=1024)
     backend.define(dataclasses.replace(machine, disks=(root,)))  # the first start keeps it

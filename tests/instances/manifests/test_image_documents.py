@@ -135,3 +135,17 @@ def test_a_disk_naming_an_image_whose_document_failed_says_so(owner, project, se
         "document failed: see m.yaml:1 (image noble)."
     )
     assert not Disk.objects.exists()
+
+
+def test_a_document_cannot_change_an_images_kind(owner, project, served):
+    url, sha256 = served
+    Image.objects.create(project=project, name="noble", kind="iso", path="uploads/alpha/1.iso",
+                         description="Ubuntu 24.04")  # fmt: skip
+    document = DOCUMENTS.split("---\n")[0].format(url=url, sha256=sha256)
+    with pytest.raises(ManifestInvalid) as raised:
+        manifest_apply(sources=[("m.yaml", document)], actor=owner)
+    assert [str(problem) for problem in raised.value.problems] == [
+        "m.yaml:5 (image noble): format: Cannot change on an existing image: noble has iso, the "
+        "manifest says qcow2. Keep iso, or create a new image under another name."
+    ]
+    assert Image.objects.get().kind == "iso" and not ImageImport.objects.exists()
