@@ -81,6 +81,8 @@ def server_options(max_body_bytes: int) -> dict[str, Any]:
         "asyncore_use_poll": True,
         "max_request_body_size": max_body_bytes,
         "ident": "zopday",
+        # X-Forwarded-Proto reaches Django as before: its SECURE_PROXY_SSL_HEADER decides on it
+        "clear_untrusted_proxy_headers": False,
     }
 
 
