@@ -31,7 +31,13 @@ from instances.consoles import bridges
 from instances.consoles.bridges.links import clipped
 from instances.consoles.recording import Recorder
 from instances.consoles.registry import ConsoleKind, console_kind
-from instances.consoles.sessions import Admission, Refused, console_admit, console_session_end
+from instances.consoles.sessions import (
+    Admission,
+    Refused,
+    console_admit,
+    console_admit_precheck,
+    console_session_end,
+)
 from instances.consoles.tickets import ticket_from_subprotocols
 
 log = logging.getLogger("zopday.consoleproxy")
@@ -40,8 +46,14 @@ ROUTE = re.compile(r"/consoles/(?P<instance>[0-9]{1,18})/(?P<kind>[a-z]{1,16})")
 TERMINAL_SUBPROTOCOL = Subprotocol("zopday.console")
 BINARY_SUBPROTOCOL = Subprotocol("binary")
 CLOSE_REFUSED = 4403
-FIRST_MESSAGE_SECONDS = 10
+FIRST_MESSAGE_SECONDS = 5
 SERVER_OPTIONS = {
+    # A connection that has not finished its opening handshake by then is dropped: idle or
+    # dribbling junk holds a socket for seconds, not for good.
+    "open_timeout": 5,
+    # Connections the kernel completes while the loop is busy wait here; past it their SYNs
+    # are dropped and a browser retries only 1, 3, 7 s later (asyncio's default is 100).
+    "backlog": 4096,
     "compression": None,  # permessage-deflate costs a lot of CPU for console traffic
     "max_size": 4 * 2**20,
     "max_queue": 64,
@@ -154,6 +166,7 @@ class ConsoleProxy:
         if ticket is None:
             ticket = await _first_message(ws)
         try:
+            console_admit_precheck(ticket=ticket or "", session_key=session_key)
             admission = await sync_to_async(console_admit)(
                 ticket=ticket or "",
                 session_key=session_key,

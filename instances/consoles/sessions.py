@@ -19,7 +19,7 @@ from instances import actions
 from instances.access import project_role
 from instances.consoles.proxies import proxy_gone, this_proxy
 from instances.consoles.registry import ConsoleKind
-from instances.consoles.tickets import console_ticket_claim
+from instances.consoles.tickets import TICKET_FORMAT, console_ticket_claim
 from instances.models import ConsoleSession
 from instances.services.audit import audit_record
 
@@ -42,6 +42,10 @@ class Refused(Exception):
     """The websocket may not open this console; the message is shown to the user."""
 
 
+NOT_LOGGED_IN = "You are not logged in (or your session ended): log in and reopen."
+NOT_VALID = "This console ticket is not valid (expired, used or not yours)."
+
+
 class _SessionRequest:
     """Just enough of an HttpRequest for django.contrib.auth.get_user()."""
 
@@ -57,21 +61,31 @@ def user_for_session(session_key: str | None) -> AbstractBaseUser | AnonymousUse
     return get_user(_SessionRequest(session_key))  # type: ignore[arg-type]
 
 
+def console_admit_precheck(*, ticket: str, session_key: str | None) -> None:
+    """Refuse, without the database, what no ticket or session could admit: a flood of junk
+    connections costs the proxy's one database thread nothing."""
+    if not session_key:
+        raise Refused(NOT_LOGGED_IN)
+    if not TICKET_FORMAT.fullmatch(ticket):
+        raise Refused(NOT_VALID)
+
+
 def console_admit(
     *, ticket: str, session_key: str | None, instance_id: int, kind: ConsoleKind
 ) -> Admission:
     """Admit a websocket: claim its ticket for the session cookie's user, check the role again (it
     may have changed since the ticket was issued), and open the session's audit record.
     """
+    console_admit_precheck(ticket=ticket, session_key=session_key)
     close_old_connections()
     user = user_for_session(session_key)
     if not user.is_authenticated:
-        raise Refused("You are not logged in (or your session ended): log in and reopen.")
+        raise Refused(NOT_LOGGED_IN)
     claimed = console_ticket_claim(
         plaintext=ticket, user_id=user.pk, instance_id=instance_id, kind=kind.name
     )
     if claimed is None:
-        raise Refused("This console ticket is not valid (expired, used or not yours).")
+        raise Refused(NOT_VALID)
     instance = claimed.instance
     role = project_role(user, instance.project)
     allowed = actions.CONSOLE_RULES[kind.rule](instance, role)

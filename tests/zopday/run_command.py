@@ -3,6 +3,7 @@ read as it comes, and Ctrl-C sent the way a terminal sends it (to the whole proc
 
 import os
 import re
+import shlex
 import signal
 import socket
 import stat
@@ -70,10 +71,35 @@ def not_private(root: Path) -> list[str]:
     return found
 
 
-class ZopRun:
-    """One `bin/zop run` of the checkout at root, its output collected by a thread."""
+def supervisor_config(root: Path, run_dir: Path, host: str, port: int) -> str:
+    """What bin/zop run writes to supervisord.conf, from bin/zop's own supervisor_config."""
+    script = 'source "$1/bin/zop" && supervisor_config "$2" "$3" test-host'
+    env = {k: v for k, v in os.environ.items() if k not in NOT_INHERITED}
+    env |= {"ZOPDAY_RUN_DIR": str(run_dir)}
+    return subprocess.run(
+        ["bash", "-c", script, "zop", str(root), host, str(port)],
+        env=env, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
 
-    def __init__(self, root: Path, run_dir: Path, **env: str) -> None:
+
+def program_commands(config: str) -> dict[str, list[str]]:
+    """Each [program:NAME]'s command in a supervisord configuration, as argv."""
+    commands, name = {}, None
+    for line in config.splitlines():
+        if section := re.fullmatch(r"\[(\w+):(\S+)\]", line):
+            name = section[2] if section[1] == "program" else None
+        elif name and line.startswith("command="):
+            commands[name] = shlex.split(line.removeprefix("command=").replace("%%", "%"))
+    return commands
+
+
+class ZopRun:
+    """One `bin/zop run` of the checkout at root (or another command run as it is), its output
+    collected by a thread."""
+
+    def __init__(
+        self, root: Path, run_dir: Path, command: list[str] | None = None, **env: str
+    ) -> None:
         self.run_dir = run_dir
         self.port = free_port()
         self.proxy_port = free_port()
@@ -90,7 +116,7 @@ class ZopRun:
         }
         self.lines: list[str] = []
         self.process = subprocess.Popen(
-            [str(root / "bin" / "zop"), "run"], cwd=root, env=environment, text=True,
+            command or [str(root / "bin" / "zop"), "run"], cwd=root, env=environment, text=True,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
         self._reader = threading.Thread(target=self._read, daemon=True)

@@ -14,6 +14,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from instances.consoles.proxy import ConsoleProxy, run_forever
 from instances.consoles.sessions import console_sessions_close_orphaned
 from instances.memory import freeze_startup_objects
+from instances.process_limits import allow_open_files
 
 
 async def _serve(host: str, port: int) -> None:
@@ -42,4 +43,5 @@ class Command(BaseCommand):
             self.stdout.write(f"Closed {closed} console session(s) left open by a previous proxy.")
         self.stdout.write(f"Console proxy listening on ws://{host}:{port}/ (origins: {origins})")
         freeze_startup_objects()
+        allow_open_files(65536)  # a browser console is one socket; a flood of junk is many
         asyncio.run(_serve(host, port))

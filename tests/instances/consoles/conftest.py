@@ -217,8 +217,10 @@ def open_console(
     cookie_user=None,
     origin: str = ORIGIN,
     subprotocols: list[str] | None = None,
+    sock: socket.socket | None = None,
 ):
-    """A websocket to the proxy as a browser would open it (sync client)."""
+    """A websocket to the proxy as a browser would open it (sync client), over `sock` if
+    given (a TCP connection already made)."""
     headers = {}
     if cookie_user is not None:
         headers["Cookie"] = f"{settings.SESSION_COOKIE_NAME}={session_cookie(cookie_user)}"
@@ -234,6 +236,7 @@ def open_console(
         additional_headers=headers,
         compression=None,
         open_timeout=10,
+        sock=sock,
     )
 
 

@@ -1,0 +1,108 @@
+"""The web server `bin/zop run` starts: waitress, with deadlines for clients that send slowly.
+
+Waitress reads every request whole in one I/O loop before a worker thread sees it, so a client
+that drips its headers or body holds a socket, not a thread (gunicorn's sync workers and gthread
+threads each wait on one such client). Run as `python -m zopday.webserver --host H --port P`.
+"""
+
+import argparse
+import logging
+import time
+from typing import Any
+
+from waitress.channel import HTTPChannel
+from waitress.server import TcpWSGIServer
+
+from instances.process_limits import allow_open_files
+
+log = logging.getLogger("zopday.webserver")
+
+THREADS = 8  # requests run at once; the rest wait, read whole, in the I/O loop
+CONNECTION_LIMIT = 1000  # past it new connections wait in the listen backlog
+HEADER_SECONDS = 10  # from a request's first byte to the end of its headers
+IDLE_SECONDS = 20  # a body (or a kept-alive connection) that sends nothing for this long
+BODY_GRACE_SECONDS = 30  # then a body must have come at MIN_BODY_RATE on average
+MIN_BODY_RATE = 1024  # bytes a second
+
+
+class DeadlineChannel(HTTPChannel):
+    """A connection that notes when its request began and how much of it arrived."""
+
+    request_started = 0.0
+    request_bytes = 0
+
+    def received(self, data: bytes) -> bool:
+        reading = self.request
+        accepted = bool(super().received(data))
+        if self.request is not None and self.request is not reading:  # a new one began
+            self.request_started, self.request_bytes = time.monotonic(), 0
+        self.request_bytes += len(data)
+        return accepted
+
+    def too_slow(self, now: float) -> str | None:
+        """Why the request being read is cut off, if it is."""
+        request = self.request
+        if request is None or request.completed or self.requests:
+            return None
+        elapsed = now - self.request_started
+        if not request.headers_finished:
+            return "headers" if elapsed > HEADER_SECONDS else None
+        if elapsed > BODY_GRACE_SECONDS and self.request_bytes < MIN_BODY_RATE * elapsed:
+            return "body"
+        return None
+
+
+class DeadlineServer(TcpWSGIServer):
+    """Waitress's TCP server; its once-a-second sweep also closes requests sent too slowly."""
+
+    channel_class = DeadlineChannel
+
+    def maintenance(self, now: float) -> None:
+        super().maintenance(now)  # idle connections (channel_timeout)
+        monotonic, cut = time.monotonic(), {"headers": 0, "body": 0}
+        for channel in list(self.active_channels.values()):
+            if not channel.will_close and (part := channel.too_slow(monotonic)):
+                channel.will_close = True
+                cut[part] += 1
+        if any(cut.values()):  # one line a sweep, however many an attack opens
+            log.warning(
+                "closed %s connection(s) whose headers and %s whose body came too slowly",
+                cut["headers"], cut["body"],
+            )  # fmt: skip
+
+
+def server_options(max_body_bytes: int) -> dict[str, Any]:
+    """Waitress's adjustments: poll() (select() stops at 1024 sockets), the limits above."""
+    return {
+        "threads": THREADS,
+        "connection_limit": CONNECTION_LIMIT,
+        "channel_timeout": IDLE_SECONDS,
+        "cleanup_interval": 1,
+        "asyncore_use_poll": True,
+        "max_request_body_size": max_body_bytes,
+        "ident": "zopday",
+        # X-Forwarded-Proto reaches Django as before: its SECURE_PROXY_SSL_HEADER decides on it
+        "clear_untrusted_proxy_headers": False,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    args = parser.parse_args()
+
+    from django.conf import settings
+
+    from zopday.wsgi import application
+
+    # an image upload is the largest body; a form's fields come with it
+    max_body = (settings.ZOPDAY_IMAGE_UPLOAD_MAX_GB + 1) * 2**30
+    allow_open_files(CONNECTION_LIMIT + 256)  # the database, logs and uploads need some too
+    server = DeadlineServer(application, host=args.host, port=args.port, **server_options(max_body))
+    log.info("serving on http://%s:%s/", server.effective_host, server.effective_port)
+    server.run()
+
+
+if __name__ == "__main__":
+    main()
