@@ -7,10 +7,13 @@ threads each wait on one such client). Run as `python -m zopday.webserver --host
 
 import argparse
 import logging
+import re
 import time
 from typing import Any
 
+from django.conf import settings
 from waitress.channel import HTTPChannel
+from waitress.parser import HTTPRequestParser
 from waitress.server import TcpWSGIServer
 
 from instances.process_limits import allow_open_files
@@ -23,11 +26,44 @@ HEADER_SECONDS = 10  # from a request's first byte to the end of its headers
 IDLE_SECONDS = 20  # a body (or a kept-alive connection) that sends nothing for this long
 BODY_GRACE_SECONDS = 30  # then a body must have come at MIN_BODY_RATE on average
 MIN_BODY_RATE = 1024  # bytes a second
+# Waitress keeps a body whole (on disk past 512 KiB) before Django sees it: only an image
+# upload's URL may send one larger than a form's, and only with a login or a token to show.
+SMALL_BODY_BYTES = 16 * 2**20
+UPLOAD_PATH = re.compile(r"^/(api/v1/)?projects/[-\w]+/images/?$")
+
+
+class BoundedAdjustments:
+    """Waitress's adjustments with one request's own body limit."""
+
+    def __init__(self, adjustments: Any, max_request_body_size: int) -> None:
+        self.adjustments, self.max_request_body_size = adjustments, max_request_body_size
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.adjustments, name)
+
+
+class BodyLimitParser(HTTPRequestParser):
+    """A request parser that holds a body larger than a form's only for an image upload."""
+
+    adj: Any  # waitress's Adjustments, or a request's BoundedAdjustments
+
+    def parse_header(self, header_plus: bytes) -> None:
+        super().parse_header(header_plus)
+        if not self.may_send_large_body():
+            limit = min(SMALL_BODY_BYTES, self.adj.max_request_body_size)
+            self.adj = BoundedAdjustments(self.adj, limit)
+
+    def may_send_large_body(self) -> bool:
+        headers = self.headers
+        cookie = f"{settings.SESSION_COOKIE_NAME}="
+        shows_credentials = "AUTHORIZATION" in headers or cookie in headers.get("COOKIE", "")
+        return self.command == "POST" and shows_credentials and bool(UPLOAD_PATH.match(self.path))
 
 
 class DeadlineChannel(HTTPChannel):
     """A connection that notes when its request began and how much of it arrived."""
 
+    parser_class = BodyLimitParser
     request_started = 0.0
     request_bytes = 0
 
@@ -91,8 +127,6 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     args = parser.parse_args()
-
-    from django.conf import settings
 
     from zopday.wsgi import application
 
