@@ -11,7 +11,7 @@ from django.test import Client
 from instances import tasks
 from instances.choices import SyncStatus
 from instances.models import GitSource, Instance
-from instances.services import queueing
+from instances.services import outbox
 from tests.instances.gitops.conftest import WEB_1
 
 pytestmark = pytest.mark.django_db
@@ -28,7 +28,7 @@ def sent(monkeypatch):
     """The tasks sent once the request's transaction commits, as (name, args)."""
     found: list[tuple[str, list]] = []
     monkeypatch.setattr(
-        queueing.current_app, "send_task", lambda name, args, **_: found.append((name, list(args)))
+        outbox.current_app, "send_task", lambda name, args, **_: found.append((name, list(args)))
     )
     return found
 
