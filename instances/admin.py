@@ -9,6 +9,7 @@ from instances import (
     actions,
     admin_clusters,  # noqa: F401  (registers ClusterAdmin)
     admin_gitops,  # noqa: F401  (registers GitSourceAdmin)
+    admin_outbox,  # noqa: F401  (registers OutboxMessageAdmin)
     admin_registries,  # noqa: F401  (registers RegistryCredentialAdmin)
 )
 from instances.access import project_role

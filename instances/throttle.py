@@ -6,6 +6,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from axes.backends import AxesStandaloneBackend
+from axes.handlers.database import AxesDatabaseHandler
 from axes.handlers.proxy import AxesProxyHandler
 from axes.helpers import get_client_username, get_cool_off
 from axes.models import AccessAttempt
@@ -16,10 +17,25 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.utils import timezone
 
+from instances.disk_full import unless_disk_full
+
 # What token failures are counted under: no user can have this name (spaces and brackets are not
 # allowed in one), so a stream of bad tokens never locks a real user out, only the address.
 TOKEN_USERNAME = "(api token)"
 TOKEN_CREDENTIALS = {"username": TOKEN_USERNAME}
+
+
+class LoginRecords(AxesDatabaseHandler):
+    """axes' records of logins and logouts, left out while the disk is full (failures are still
+    counted, or the login is refused with the disk-full page)."""
+
+    def user_logged_in(self, sender, request, user, **kwargs):  # type: ignore[no-untyped-def]
+        with unless_disk_full("the login record"):
+            super().user_logged_in(sender, request, user, **kwargs)
+
+    def user_logged_out(self, sender, request, user, **kwargs):  # type: ignore[no-untyped-def]
+        with unless_disk_full("the logout record"):
+            super().user_logged_out(sender, request, user, **kwargs)
 
 
 class LoginThrottle(AxesStandaloneBackend):
