@@ -15,18 +15,25 @@ KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFJ3qT4dDfUXXJ3KUWlIzjvVJYmiNNzWkCZ1y
 PASSWORD = "a long enough password 1"
 
 
-def seed() -> str:
-    """A project with an admin, who has an API token: the token."""
+def seed() -> tuple[str, int]:
+    """A project with an admin, who has an API token, a viewer and an instance: the token and
+    the instance's id."""
     from django.contrib.auth.models import User
 
     from instances.choices import Role
     from instances.models import Membership, Project
+    from instances.services.instances import instance_create
     from instances.services.tokens import api_token_create
+    from tests.factories import SubnetFactory, instance_request
 
     user = User.objects.create_user("ops", password=PASSWORD)
     project = Project.objects.create(slug="alpha", name="Alpha")
     Membership.objects.create(project=project, user=user, role=Role.ADMIN)
-    return api_token_create(user=user, name="ops")[1]
+    viewer = User.objects.create_user("eve", password=PASSWORD)
+    Membership.objects.create(project=project, user=viewer, role=Role.VIEWER)
+    subnet = SubnetFactory(project=project)
+    instance = instance_create(project=project, actor=user, request=instance_request(subnet))
+    return api_token_create(user=user, name="ops")[1], instance.pk
 
 
 def fill(folder: str) -> None:
@@ -54,7 +61,7 @@ def main() -> None:
     from django.test import Client
 
     call_command("migrate", verbosity=0)
-    token = seed()
+    token, instance_id = seed()
     fill(os.environ["ZOPDAY_RUN_DIR"])
 
     answers: dict[str, object] = {}
@@ -74,6 +81,11 @@ def main() -> None:
         content_type="application/json",
     )
     answers["key added by the api"] = [create.status_code, create.content.decode()]
+    viewer = Client(raise_request_exception=False)
+    viewer.post("/login/", {"username": "eve", "password": PASSWORD})
+    start = f"/projects/alpha/instances/{instance_id}/power/start/"
+    refused = viewer.post(start, follow=True)
+    answers["start refused to a viewer"] = [refused.status_code, refused.content.decode()]
     json.dump(answers, sys.stdout)
 
 
