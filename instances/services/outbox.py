@@ -8,13 +8,14 @@ step and a git sync are claimed with a conditional UPDATE, device work applies t
 now, an import acts only in its current attempt).
 """
 
+import contextlib
 import logging
 import threading
 import time
 from datetime import timedelta
 
 from celery import current_app
-from django.db import DatabaseError, close_old_connections, transaction
+from django.db import DatabaseError, close_old_connections, connection, transaction
 from django.utils import timezone
 
 from instances.models import OutboxMessage
@@ -59,16 +60,16 @@ def outbox_publish(message: OutboxMessage) -> None:
 
 def outbox_relay() -> int:
     """Publish the pending messages their senders could not, oldest first, stopping at the first
-    the broker refuses; how many went. Rows another relay holds are skipped."""
+    the broker refuses; how many went. Rows another relay holds are skipped where the database
+    can lock rows (SQLite would lock every writer out while the broker is slow to answer)."""
     cutoff = timezone.now() - RELAY_GRACE
     sent = []
-    with transaction.atomic():
-        pending = (
-            OutboxMessage.objects.select_for_update(skip_locked=True)
-            .filter(created_at__lt=cutoff)
-            .order_by("pk")[:RELAY_BATCH]
-        )
-        for message in pending:
+    locking = connection.features.has_select_for_update_skip_locked
+    with transaction.atomic() if locking else contextlib.nullcontext():
+        pending = OutboxMessage.objects.filter(created_at__lt=cutoff).order_by("pk")
+        if locking:
+            pending = pending.select_for_update(skip_locked=True)
+        for message in pending[:RELAY_BATCH]:
             if not _publish(message):
                 break
             sent.append(message.pk)
