@@ -4,22 +4,31 @@ that says what to do, never a 500."""
 
 import errno
 import logging
+import os
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
+from django.conf import settings
 from django.contrib.auth.models import update_last_login
 from django.db import DatabaseError, transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 DISK_FULL_MESSAGE = (
     "The console's disk is full, so nothing can be saved now. Free space on the host (delete "
     "images, disks or snapshots you no longer need), then try again."
 )
 DISK_FULL_TEXTS = ("database or disk is full", "no space left on device", "could not extend file")
+# Room kept in the run folder for deletions (on a full disk even deleting a row needs some):
+# 16 MiB, or a sixteenth of a smaller filesystem.
+RESERVE_BYTES = 16 * 2**20
+RESERVE_CHECK_SECONDS = 60.0
 
 
 def is_disk_full(error: BaseException | None) -> bool:
@@ -57,14 +66,54 @@ def last_login_update(sender: Any, user: Any, **kwargs: object) -> None:
         update_last_login(sender, user, **kwargs)
 
 
+def reserve_path() -> Path:
+    return Path(settings.RUN_DIR) / "disk-full-reserve"
+
+
+def reserve_keep() -> None:
+    """Set the reserve aside while the run folder has plenty of room (again, once freed)."""
+    path = reserve_path()
+    if path.exists():
+        return
+    try:
+        stats = os.statvfs(path.parent)
+        size = min(RESERVE_BYTES, stats.f_blocks * stats.f_frsize // 16)
+        if stats.f_bavail * stats.f_frsize < 4 * size:
+            return
+        with path.open("wb") as reserve:
+            os.posix_fallocate(reserve.fileno(), 0, size)
+    except OSError as error:
+        log.warning("could not set aside room for deletions in %s: %s", path.parent, error)
+        path.unlink(missing_ok=True)
+
+
+def freeing_space(work: Callable[[], T]) -> T:
+    """Run a deletion; if the disk is too full even for that, give up the reserve and try once
+    more, so that the console can free space itself."""
+    try:
+        return work()
+    except DatabaseError as error:
+        if not is_disk_full(error) or not reserve_path().exists():
+            raise
+    reserve_path().unlink(missing_ok=True)
+    log.warning("the disk is full: its reserve was given up so that a deletion can free space")
+    return work()
+
+
 class DiskFullMiddleware:
-    """A view that failed on a full disk answers 503 with the message instead of a 500."""
+    """A view that failed on a full disk answers 503 with the message instead of a 500; now and
+    then, the reserve for deletions is set aside again."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
+        self.reserve_checked = 0.0
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        return self.get_response(request)
+        response = self.get_response(request)
+        if time.monotonic() - self.reserve_checked > RESERVE_CHECK_SECONDS:
+            self.reserve_checked = time.monotonic()
+            reserve_keep()
+        return response
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if not is_disk_full(exception):

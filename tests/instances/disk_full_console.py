@@ -15,13 +15,14 @@ KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFJ3qT4dDfUXXJ3KUWlIzjvVJYmiNNzWkCZ1y
 PASSWORD = "a long enough password 1"
 
 
-def seed() -> tuple[str, int]:
-    """A project with an admin, who has an API token, a viewer and an instance: the token and
-    the instance's id."""
+def seed() -> tuple[str, int, int]:
+    """A project with an admin, who has an API token, a viewer, an instance and an uploaded
+    image of 2 MiB: the token, the instance's id and the image's."""
     from django.contrib.auth.models import User
 
     from instances.choices import Role
-    from instances.models import Membership, Project
+    from instances.disk_full import reserve_keep
+    from instances.models import Image, Membership, Project
     from instances.services.instances import instance_create
     from instances.services.tokens import api_token_create
     from tests.factories import SubnetFactory, instance_request
@@ -33,7 +34,11 @@ def seed() -> tuple[str, int]:
     Membership.objects.create(project=project, user=viewer, role=Role.VIEWER)
     subnet = SubnetFactory(project=project)
     instance = instance_create(project=project, actor=user, request=instance_request(subnet))
-    return api_token_create(user=user, name="ops")[1], instance.pk
+    image = Image.objects.create(project=project, name="big", kind="qcow2", path="uploads/big")
+    image.file.parent.mkdir(parents=True)
+    image.file.write_bytes(b"\1" * 2**21)
+    reserve_keep()  # as the web process does at its first request
+    return api_token_create(user=user, name="ops")[1], instance.pk, image.pk
 
 
 def fill(folder: str) -> None:
@@ -61,7 +66,7 @@ def main() -> None:
     from django.test import Client
 
     call_command("migrate", verbosity=0)
-    token, instance_id = seed()
+    token, instance_id, image_id = seed()
     fill(os.environ["ZOPDAY_RUN_DIR"])
 
     answers: dict[str, object] = {}
@@ -81,6 +86,10 @@ def main() -> None:
         content_type="application/json",
     )
     answers["key added by the api"] = [create.status_code, create.content.decode()]
+    from instances.models import Image
+
+    removed = browser.post(f"/projects/alpha/images/{image_id}/delete/")
+    answers["image removed"] = [removed.status_code, Image.objects.filter(pk=image_id).exists()]
     viewer = Client(raise_request_exception=False)
     viewer.post("/login/", {"username": "eve", "password": PASSWORD})
     start = f"/projects/alpha/instances/{instance_id}/power/start/"

@@ -1,5 +1,6 @@
 """A full run folder (SQLite and all on a tmpfs of a few MiB, filled to the brim): logging in,
-reading pages and calling the API with a token still work; a write answers 503 saying why."""
+reading pages, calling the API with a token and removing an image still work; a write answers
+503 saying why."""
 
 import html
 import json
@@ -45,5 +46,6 @@ def test_a_full_run_folder_lets_users_in_and_refuses_writes_saying_why(full_run_
     assert status == 503 and DISK_FULL_MESSAGE in html.unescape(page)
     status, body = answers["key added by the api"]
     assert status == 503 and json.loads(body)["detail"] == DISK_FULL_MESSAGE
+    assert answers["image removed"] == [302, False]  # the console frees space itself
     status, page = answers["start refused to a viewer"]  # its audit event cannot be stored
     assert status == 200 and "Needs the operator role." in html.unescape(page)
