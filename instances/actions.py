@@ -20,7 +20,7 @@ from instances.backends import (
 from instances.backends.base import ReadsSerialOutput
 from instances.choices import POWER_TRANSITIONAL, PowerState, Role
 from instances.models import Instance
-from instances.power_operations import POWER_OPERATIONS
+from instances.power_operations import PAUSED_ADVICE, POWER_OPERATIONS
 
 __all__ = ["STOPPED_STATES", "YES", "Allowed", "require"]
 
@@ -48,6 +48,8 @@ def configure(instance: Instance, role: Role | None) -> Allowed:
         return allowed
     if instance.power_state in POWER_TRANSITIONAL:
         return Allowed(False, f"Wait until the instance is no longer {state_label(instance)}.")
+    if instance.power_state == PowerState.PAUSED:
+        return Allowed(False, PAUSED_ADVICE)
     return YES
 
 

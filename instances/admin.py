@@ -10,6 +10,7 @@ from instances import (
     admin_clusters,  # noqa: F401  (registers ClusterAdmin)
     admin_gitops,  # noqa: F401  (registers GitSourceAdmin)
     admin_images,  # noqa: F401  (registers ImageAdmin)
+    admin_outbox,  # noqa: F401  (registers OutboxMessageAdmin)
     admin_registries,  # noqa: F401  (registers RegistryCredentialAdmin)
     admin_users,  # noqa: F401  (registers users, groups, tokens and login history)
 )

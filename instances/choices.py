@@ -69,12 +69,15 @@ class PowerState(models.TextChoices):
     RESTARTING = "restarting", "Restarting"
     FAILED = "failed", "Failed"
     MIGRATING = "migrating", "Migrating"  # running, while it moves to another node
+    PAUSED = "paused", "Paused (disk full)"  # QEMU stopped the guest at a write on a full disk
 
 
 POWER_TRANSITIONAL = frozenset(
     {PowerState.STARTING, PowerState.STOPPING, PowerState.RESTARTING, PowerState.MIGRATING}
 )
-POWER_TERMINAL = frozenset({PowerState.STOPPED, PowerState.RUNNING, PowerState.FAILED})
+POWER_TERMINAL = frozenset(
+    {PowerState.STOPPED, PowerState.RUNNING, PowerState.FAILED, PowerState.PAUSED}
+)
 COLOURS[PowerState] = {
     PowerState.STOPPED: "grey",
     PowerState.STARTING: "orange",
@@ -83,6 +86,7 @@ COLOURS[PowerState] = {
     PowerState.RESTARTING: "orange",
     PowerState.FAILED: "red",
     PowerState.MIGRATING: "orange",
+    PowerState.PAUSED: "red",
 }
 
 

@@ -27,9 +27,14 @@ def start(instance: Instance, role: Role | None) -> Allowed:
     return YES
 
 
+PAUSED_ADVICE = "The guest is paused on a full disk: free space on the host, then Resume."
+
+
 def restart(instance: Instance, role: Role | None) -> Allowed:
     if not (allowed := power_check(instance, role)):
         return allowed
+    if instance.power_state == PowerState.PAUSED:
+        return Allowed(False, PAUSED_ADVICE)
     if instance.power_state != PowerState.RUNNING:
         return Allowed(False, f"The instance is {state_label(instance)}.")
     return YES
@@ -50,6 +55,15 @@ def force_stop(instance: Instance, role: Role | None) -> Allowed:
         return Allowed(False, f"The instance is {state_label(instance)}.")
     if instance.stop_refusal:
         return Allowed(False, instance.stop_refusal)
+    return YES
+
+
+def resume(instance: Instance, role: Role | None) -> Allowed:
+    """Only a guest QEMU paused at a write to a full disk has anything to resume."""
+    if not (allowed := power_check(instance, role)):
+        return allowed
+    if instance.power_state != PowerState.PAUSED:
+        return Allowed(False, "Only a guest paused on a full disk resumes.", hidden=True)
     return YES
 
 
@@ -109,7 +123,8 @@ POWER_OPERATIONS = (
     ),
     PowerOperation(
         "force_stop", "Force Shutdown", force_stop,
-        (PowerState.RUNNING, PowerState.STARTING, PowerState.STOPPING, PowerState.RESTARTING),
+        (PowerState.RUNNING, PowerState.STARTING, PowerState.STOPPING, PowerState.RESTARTING,
+         PowerState.PAUSED),
         PowerState.STOPPING,
         path="force-stop", summary="Cut the power at once, for an unresponsive guest.",
         style="danger", question="force_stop",
@@ -117,6 +132,11 @@ POWER_OPERATIONS = (
     PowerOperation(
         "restart", "Restart", restart, (PowerState.RUNNING,), PowerState.RESTARTING,
         path="restart", summary="Reboot a running instance.",
+    ),
+    PowerOperation(
+        "resume", "Resume", resume, (PowerState.PAUSED,), PowerState.STARTING,
+        path="resume", summary="Let a guest paused on a full disk run on, once space is freed.",
+        style="primary",
     ),
     PowerOperation(
         "migrate", "Migrate", migrate, (PowerState.RUNNING,), PowerState.MIGRATING,

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from axes.backends import AxesStandaloneBackend
+from axes.handlers.database import AxesDatabaseHandler
 from axes.handlers.proxy import AxesProxyHandler
 from axes.helpers import get_client_parameters, get_client_username, get_cool_off
 from axes.models import AccessAttempt, AccessBase
@@ -17,6 +18,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.utils import timezone
 
+from instances.disk_full import unless_disk_full
 from instances.services.tokens import api_token_known_prefix
 
 # What token failures are counted under: no user can have these names (spaces and brackets are
@@ -28,6 +30,19 @@ TOKEN_CREDENTIALS = {"username": TOKEN_USERNAME}
 KNOWN_TOKEN_USERNAME = "(api token {prefix})"
 BY_USER_AND_ADDRESS = [["username", "ip_address"]]
 BY_USER = [["username"]]
+
+
+class LoginRecords(AxesDatabaseHandler):
+    """axes' records of logins and logouts, left out while the disk is full (failures are still
+    counted, or the login is refused with the disk-full page)."""
+
+    def user_logged_in(self, sender, request, user, **kwargs):  # type: ignore[no-untyped-def]
+        with unless_disk_full("the login record"):
+            super().user_logged_in(sender, request, user, **kwargs)
+
+    def user_logged_out(self, sender, request, user, **kwargs):  # type: ignore[no-untyped-def]
+        with unless_disk_full("the logout record"):
+            super().user_logged_out(sender, request, user, **kwargs)
 
 
 class LoginThrottle(AxesStandaloneBackend):

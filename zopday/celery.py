@@ -37,6 +37,14 @@ def reconcile_this_host(**kwargs: object) -> None:
     )
 
 
+@signals.worker_ready.connect
+def relay_the_outbox(**kwargs: object) -> None:
+    """Every worker publishes the messages its broker missed (instances.services.outbox)."""
+    from instances.services.outbox import outbox_relay_start
+
+    outbox_relay_start()
+
+
 @signals.task_prerun.connect
 @signals.task_postrun.connect
 def close_old_connections(**kwargs: object) -> None:

@@ -73,6 +73,7 @@ MIDDLEWARE = [
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "axes.middleware.AxesMiddleware",  # last: turns a locked-out attempt into its 429
+    "instances.disk_full.DiskFullMiddleware",  # a write on a full disk: 503 saying so
 ]
 
 ROOT_URLCONF = "zopday.urls"
@@ -155,6 +156,7 @@ AXES_RESET_ON_SUCCESS = True
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False  # the time to retry that is told holds
 AXES_LOCKOUT_CALLABLE = "instances.throttle.lockout_response"
 AXES_VERBOSE = False
+AXES_HANDLER = "instances.throttle.LoginRecords"  # logins on a full disk still get in
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -296,6 +298,7 @@ CONSOLE_TICKET_SECONDS = min(envint("CONSOLE_TICKET_SECONDS", 30), 60)
 CONSOLE_HISTORY_BYTES = envint("CONSOLE_HISTORY_BYTES", 64 * 1024)
 # Recordings of serial and exec sessions are asciicast v2 files in RUN_DIR / "recordings".
 
+SESSION_ENGINE = "instances.sessions"  # the database; a signed cookie while the disk is full
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the page, not the cookie
 X_FRAME_OPTIONS = "DENY"
@@ -317,11 +320,7 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "filters": {"refusals": {"()": "zopday.logfilters.RefusalsWithoutTraceback"}},
     "handlers": {
-        "console": {
-            "class": "logging.StreamHandler",
-            "formatter": "plain",
-            "filters": ["refusals"],
-        }
+        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["refusals"]}
     },
     "loggers": {
         # A refused request (403, a body too large) is one line, without the traceback it carries.

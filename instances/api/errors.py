@@ -24,6 +24,7 @@ from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError
 from ninja.errors import ValidationError as SchemaValidationError
 
+from instances.disk_full import DISK_FULL_MESSAGE, is_disk_full
 from instances.errors import ActionRefused
 
 logger = logging.getLogger(__name__)
@@ -144,6 +145,9 @@ def install_error_handlers(api: NinjaAPI) -> None:
     def server_error(request: HttpRequest, exc: Exception) -> HttpResponse:
         """A fault of the console: logged with its traceback, which the client is shown only
         when debugging was turned on (ZOPDAY_DEBUG)."""
+        if is_disk_full(exc):
+            logger.warning("%s %s refused: the disk is full", request.method, request.path)
+            return respond(api, request, 503, DISK_FULL_MESSAGE)
         logger.error("API error on %s %s", request.method, request.path, exc_info=exc)
         detail = "The console failed to answer this request; the fault is logged on the server."
         if settings.DEBUG:

@@ -111,6 +111,7 @@ class MachineStatus:
     pid: int | None = None
     boots: int = 0  # resets the backend saw since start (system_reset counts one)
     links: dict[str, bool] = field(default_factory=dict)  # nic name -> carrier up
+    paused: str = ""  # why the running machine is paused, if it is: "io-error" (a full disk)
 
 
 @dataclass(frozen=True)
@@ -166,6 +167,16 @@ class MigrationReport:
     source: str = ""
     target: str = ""
     message: str = ""
+
+
+@runtime_checkable
+class Resumes(Protocol):
+    """A backend whose hypervisor pauses a guest on a write to a full disk."""
+
+    def resume(self, machine_id: str) -> None:
+        """Let the paused guest run on; its write is tried again (and pauses it again while
+        the disk is still full)."""
+        ...
 
 
 @runtime_checkable

@@ -14,7 +14,6 @@ import logging
 from datetime import timedelta
 from pathlib import Path
 
-from celery import current_app
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
@@ -27,6 +26,7 @@ from instances.gitops.scope import foreign_documents
 from instances.manifests import ManifestInvalid, Plan, manifest_apply
 from instances.models import GitSource, GitSync
 from instances.services.audit import audit_record
+from instances.services.queueing import send_on_commit
 
 log = logging.getLogger(__name__)
 
@@ -54,11 +54,8 @@ def _release(source_id: int) -> None:
     GitSource.objects.filter(pk=source_id).update(sync_started_at=None, checked_at=timezone.now())
     requested = GitSource.objects.filter(pk=source_id, sync_requested_at__isnull=False).exists()
     if requested:
-        current_app.send_task(
-            SYNC_TASK,
-            args=[source_id, SyncTrigger.MANUAL, ""],
-            queue=settings.ZOPDAY_CLOUD_QUEUE,
-            ignore_result=True,
+        send_on_commit(
+            SYNC_TASK, source_id, SyncTrigger.MANUAL, "", queue=settings.ZOPDAY_CLOUD_QUEUE
         )
 
 

@@ -10,6 +10,7 @@ from .keys import SSHKey
 from .machines import Instance
 from .manifests import ManagedObject
 from .network import ElasticIP, IPLease, NetworkInterface, Subnet
+from .outbox import OutboxMessage
 from .projects import Membership, Project
 from .registries import RegistryCredential
 from .tokens import ApiToken
@@ -34,6 +35,7 @@ __all__ = [
     "ManagedObject",
     "Membership",
     "NetworkInterface",
+    "OutboxMessage",
     "Project",
     "RegistryCredential",
     "SSHKey",

@@ -2,6 +2,7 @@ from django.contrib.auth.models import AbstractBaseUser, User
 from django.db import models
 
 from instances.choices import Outcome
+from instances.disk_full import unless_disk_full
 from instances.models import AuditEvent, Project
 
 
@@ -15,8 +16,9 @@ def audit_record(
     message: str = "",
     detail: dict | None = None,
 ) -> AuditEvent:
-    """Write one audit event naming the acting user (None for the system itself)."""
-    return AuditEvent.objects.create(
+    """Write one audit event naming the acting user (None for the system itself). A refusal
+    still answers with its reason on a full disk, its event then only logged."""
+    event = AuditEvent(
         project=project,
         actor=actor if isinstance(actor, User) and actor.pk else None,
         actor_name=actor.get_username() if actor is not None else "",
@@ -28,3 +30,9 @@ def audit_record(
         message=message,
         detail=detail or {},
     )
+    if outcome == Outcome.DENIED:
+        with unless_disk_full(f"the audit of a refused {action}"):
+            event.save()
+        return event
+    event.save()
+    return event

@@ -26,6 +26,7 @@ from instances.access import project_role
 from instances.backends.base import BackendError
 from instances.backends.qemu.images import GIB, QemuImg, standalone_refusal
 from instances.choices import ImageKind, OsType
+from instances.disk_full import freeing_space
 from instances.errors import ActionRefused
 from instances.models import Disk, Image, ImageImport, Project
 from instances.services.audit import audit_record
@@ -137,10 +138,17 @@ def image_remove(*, image: Image, actor: AbstractBaseUser) -> None:
         raise ActionRefused(
             f"Disks were made from {image.name} ({', '.join(users)}): delete them first."
         )
-    try:
+
+    pk = image.pk
+
+    def remove_row() -> None:
+        image.pk = pk  # a delete whose commit failed on a full disk has cleared it
         with transaction.atomic():
             audit_record(actor=actor, action="image.remove", project=image.project, target=image)
             image.delete()
+
+    try:
+        freeing_space(remove_row)
     except ProtectedError:  # a disk was made from it meanwhile
         raise ActionRefused(f"Disks were made from {image.name}: delete them first.") from None
     if image.path.startswith(f"{UPLOADS}/"):

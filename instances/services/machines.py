@@ -17,7 +17,14 @@ from django.db.models import F
 from django.utils import timezone
 
 from instances.backends import backend_named
-from instances.backends.base import Backend, BackendError, Migrates, MigrationReport, Power
+from instances.backends.base import (
+    Backend,
+    BackendError,
+    Migrates,
+    MigrationReport,
+    Power,
+    Resumes,
+)
 from instances.choices import (
     AUTO_RESTART_STRATEGIES,
     CarrierState,
@@ -296,6 +303,23 @@ def machine_restart(instance_id: int, claimed_at: str | None = None) -> None:
         _fail(instance, PowerState.RESTARTING, error, "restart")
         return
     settle(instance_id, PowerState.RESTARTING, PowerState.RUNNING)
+
+
+def machine_resume(instance_id: int, claimed_at: str | None = None) -> None:
+    """Let a guest paused on a full disk run on; still full, it pauses again at once and the
+    reconciler says so."""
+    instance = _claimed(instance_id, PowerState.STARTING, claimed_at)
+    if instance is None:
+        return
+    backend = backend_named(instance.backend)
+    try:
+        if not isinstance(backend, Resumes):
+            raise BackendError(f"{instance.backend} instances do not pause.")
+        backend.resume(instance.machine_id)
+    except BackendError as error:
+        _fail(instance, PowerState.STARTING, error, "resume")
+        return
+    settle(instance_id, PowerState.STARTING, PowerState.RUNNING)
 
 
 def machine_migrate(instance_id: int, claimed_at: str | None = None) -> None:

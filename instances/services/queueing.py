@@ -1,11 +1,14 @@
 """Queueing work for the workers once the caller's transaction has committed."""
 
-from celery import current_app
+from datetime import timedelta
+
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from instances.backends import is_local_backend
-from instances.models import Instance
+from instances.models import Instance, OutboxMessage
+from instances.services import outbox
 
 
 def host_queue(instance: Instance) -> str:
@@ -31,11 +34,9 @@ def enqueue_host_task(
 
 
 def send_on_commit(task_name: str, *args: object, queue: str, countdown: float = 0) -> None:
-    """Send a task by name once the surrounding transaction has committed (at once outside one),
-    so the worker reads what the caller wrote. Nobody waits for its result."""
-    options = {"countdown": countdown} if countdown else {}
-    transaction.on_commit(
-        lambda: current_app.send_task(
-            task_name, args=args, queue=queue, ignore_result=True, **options
-        )
-    )
+    """Write the task's message in the caller's transaction (at once outside one) and publish it
+    once that commits, so the worker reads what the caller wrote; if the broker is down, the
+    outbox relay publishes it later (services.outbox). Nobody waits for its result."""
+    eta = timezone.now() + timedelta(seconds=countdown) if countdown else None
+    message = OutboxMessage.objects.create(task=task_name, args=list(args), queue=queue, eta=eta)
+    transaction.on_commit(lambda: outbox.outbox_publish(message), robust=True)

@@ -37,6 +37,12 @@ RESTART_DELAY_MAX = 120  # well inside STUCK_AFTER_SECONDS: a waiting restart is
 LOST_RESTARTS_MAX = 10  # restarts in a row past which a lost one is settled, not asked again
 
 
+DISK_FULL_ADVICE = (
+    "QEMU paused the guest at a write that found the host's disk full. Free space on the host "
+    "(delete images, disks or snapshots you no longer need), then Resume."
+)
+
+
 def restart_wanted(strategy: str, exit_kind: ExitKind) -> bool:
     """The run strategies, applied to a guest that stopped without being asked to: Always
     restarts it, RerunOnFailure after a crash only."""
@@ -68,10 +74,11 @@ def reconcile_host(host: str) -> None:
         try:
             status = backend_named(backend).status(machine_id)
             running = status.power == Power.RUNNING
-            if state == PowerState.RUNNING and running:
+            paused = running and bool(status.paused)
+            if state == PowerState.RUNNING and running and not paused:
                 if status.links:
                     links[pk] = status.links
-            elif _out_of_step(state, running, pk in stuck):
+            elif _out_of_step(state, running, paused, pk in stuck):
                 _reconcile(pk, status, stuck_before)
         except BackendError as error:
             log.warning("reconciling %s: %s", machine_id, error.message)
@@ -81,11 +88,13 @@ def reconcile_host(host: str) -> None:
     snapshots_settle_stuck(host)
 
 
-def _out_of_step(state: str, running: bool, stuck: bool) -> bool:
+def _out_of_step(state: str, running: bool, paused: bool, stuck: bool) -> bool:
     """Whether the row's state and its machine's disagree, or its transition is stuck: the
     instances _reconcile has something to do for."""
     if state == PowerState.RUNNING:
-        return not running
+        return not running or paused
+    if state == PowerState.PAUSED:
+        return not paused
     if state in (PowerState.STOPPED, PowerState.FAILED):
         return running
     return state in POWER_TRANSITIONAL and stuck
@@ -97,7 +106,12 @@ def _reconcile(pk: int, status: MachineStatus, stuck_before: datetime) -> None:
         return
     backend = backend_named(instance.backend)
     state, running = instance.power_state, status.power == Power.RUNNING
-    if state == PowerState.RUNNING and not running:
+    if state == PowerState.RUNNING and running and status.paused:
+        settle(instance.pk, state, PowerState.PAUSED, DISK_FULL_ADVICE)
+    elif state == PowerState.PAUSED and not (running and status.paused):
+        # resumed, or ended: as Running, the next pass sees which
+        settle(instance.pk, state, PowerState.RUNNING)
+    elif state == PowerState.RUNNING and not running:
         _stopped_by_itself(instance, status.exit)
     elif state in (PowerState.STOPPED, PowerState.FAILED) and running:
         if instance.run_strategy != RunStrategy.HALTED:

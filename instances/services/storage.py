@@ -10,6 +10,7 @@ from instances.access import project_role
 from instances.backends import is_local_backend
 from instances.backends.base import HOTPLUG_DISKS, MAX_PCI_DEVICES, MAX_SATA_DEVICES
 from instances.choices import DiskBus, DiskRole, ImageKind, PowerState
+from instances.disk_full import freeing_space
 from instances.errors import ActionRefused
 from instances.models import Disk, Image, Instance, Project
 from instances.services.audit import audit_record
@@ -213,6 +214,10 @@ def disk_detach(*, disk: Disk, actor: AbstractBaseUser) -> None:
 def disk_delete(*, disk: Disk, actor: AbstractBaseUser) -> None:
     """Delete a free disk, its snapshots and, on the host that holds it, its file."""
     actions.require(actions.manage(project_role(actor, disk.project)))
+    freeing_space(lambda: _disk_delete(disk, actor))
+
+
+def _disk_delete(disk: Disk, actor: AbstractBaseUser) -> None:
     with transaction.atomic():
         # taken only if still free: an attach at the same moment either goes first (and this is
         # refused) or finds the disk gone

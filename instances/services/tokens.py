@@ -10,6 +10,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from instances.disk_full import unless_disk_full
 from instances.models import ApiToken
 from instances.services.audit import audit_record
 
@@ -65,7 +66,8 @@ def api_token_authenticate(*, plaintext: str) -> User | None:
     if token is None or token.expired or not token.user.is_active:
         return None
     now = timezone.now()
-    ApiToken.objects.filter(pk=token.pk).filter(
-        Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - LAST_USED_RESOLUTION)
-    ).update(last_used_at=now)
+    with unless_disk_full("a token's last use"):
+        ApiToken.objects.filter(pk=token.pk).filter(
+            Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - LAST_USED_RESOLUTION)
+        ).update(last_used_at=now)
     return token.user

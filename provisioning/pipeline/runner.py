@@ -11,7 +11,6 @@ import time
 import traceback
 from datetime import datetime, timedelta
 
-from celery import current_app
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, F, OuterRef, Q
@@ -248,10 +247,5 @@ def jobs_resume_stalled() -> list[int]:
         if step is None or _stalled(step, now, quiet_since, job):
             resumed.append(job.pk)
     for job_id in resumed:
-        current_app.send_task(
-            "provisioning.advance",
-            args=[job_id],
-            queue=settings.ZOPDAY_PROVISIONING_QUEUE,
-            ignore_result=True,
-        )
+        queue_advance(job_id)
     return resumed

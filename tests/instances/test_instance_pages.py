@@ -252,6 +252,22 @@ def test_the_details_page_shows_buttons_from_the_allowed_actions(client_for, ins
     assert 'data-action="start" disabled title="Needs the operator role."' in viewer_text
 
 
+def test_a_guest_paused_on_a_full_disk_reads_so_with_what_to_do(client_for, instance, project):
+    from instances.services.reconciler import DISK_FULL_ADVICE
+
+    Instance.objects.filter(pk=instance.pk).update(
+        power_state=PowerState.PAUSED, power_message=DISK_FULL_ADVICE
+    )
+    text = html.unescape(
+        client_for("operator")
+        .get(reverse("instance-detail", args=[project.slug, instance.pk]))
+        .text
+    )
+    assert "Paused (disk full)" in text and DISK_FULL_ADVICE in text
+    assert 'data-action="resume">Resume' in text
+    assert 'data-action="restart" disabled title="The guest is paused on a full disk' in text
+
+
 def test_power_actions_are_post_only(client_for, instance, project):
     url = reverse("instance-power", args=[project.slug, instance.pk, "start"])
     assert client_for("operator").get(url).status_code == 405

@@ -218,6 +218,13 @@ class QemuBackend(QemuDevices, QemuSnapshots, QemuMigration):
             run.write_runtime(runtime)
             self._monitor(run).execute("system_reset")
 
+    def resume(self, machine_id: str) -> None:
+        """`cont` a guest QEMU paused on an I/O error (space has been freed, we hope)."""
+        run = self._run_folder(machine_id)
+        with run.lock():
+            if self._require_running(run).paused:
+                self._monitor(run).execute("cont")
+
     def status(self, machine_id: str) -> MachineStatus:
         run = self._run_folder(machine_id)
         if not run.exists():

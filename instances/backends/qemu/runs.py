@@ -38,6 +38,8 @@ MACHINE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 KERNEL_BANNER = re.compile(rb"\[\s*0\.0+\] Linux version ")
 MAX_SOCKET_PATH = 107  # sun_path is 108 bytes with the final NUL
 STOPPED_STATES = {"shutdown", "guest-panicked", "internal-error"}
+# QEMU stops the guest at a write that finds its disk full (werror=enospc, the default)
+PAUSED_STATES = {"io-error"}
 
 
 class QemuRuns:
@@ -179,6 +181,7 @@ class QemuRuns:
                         pid=pid,
                         boots=self._boots(run, runtime),
                         links=dict(runtime.links),
+                        paused=state if state in PAUSED_STATES else "",
                     )
                 if state != "shutdown":
                     kind = ExitKind.CRASHED

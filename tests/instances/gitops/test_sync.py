@@ -5,7 +5,7 @@ import pytest
 from django.utils import timezone
 
 from instances.choices import SyncStatus, SyncTrigger
-from instances.models import AuditEvent, GitSource, Instance
+from instances.models import AuditEvent, GitSource, Instance, OutboxMessage
 from instances.services.instances import instance_delete, instance_set_run_strategy
 from tests.instances.gitops.conftest import WEB_1
 from tests.yaml_bombs import billion_laughs, nested
@@ -164,10 +164,6 @@ def test_a_source_already_syncing_is_not_synced_twice(source, sync):
 def test_a_sync_asked_for_while_one_ran_runs_again_after_it(source, sync, monkeypatch):
     from instances.gitops import sync as sync_module
 
-    sent = []
-    monkeypatch.setattr(
-        sync_module.current_app, "send_task", lambda name, args, **_: sent.append((name, args))
-    )
     real_run = sync_module._run
 
     def run_and_meanwhile_a_push(source_row, record):  # type: ignore[no-untyped-def]
@@ -175,7 +171,10 @@ def test_a_sync_asked_for_while_one_ran_runs_again_after_it(source, sync, monkey
         return real_run(source_row, record)
 
     monkeypatch.setattr(sync_module, "_run", run_and_meanwhile_a_push)
+    before = OutboxMessage.objects.count()
     sync()
+    sent = [(message.task, message.args) for message in OutboxMessage.objects.order_by("pk")]
+    sent = sent[before:]
     assert sent == [("instances.gitops_sync", [source.pk, "manual", ""])]
 
 

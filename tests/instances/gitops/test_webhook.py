@@ -13,7 +13,7 @@ from django.utils import timezone
 from instances import tasks
 from instances.choices import SyncStatus
 from instances.models import GitSource, GitWebhookDelivery, Instance
-from instances.services import queueing
+from instances.services import outbox
 from tests.instances.gitops.conftest import WEB_1
 
 pytestmark = pytest.mark.django_db
@@ -30,7 +30,7 @@ def sent(monkeypatch):
     """The tasks sent once the request's transaction commits, as (name, args)."""
     found: list[tuple[str, list]] = []
     monkeypatch.setattr(
-        queueing.current_app, "send_task", lambda name, args, **_: found.append((name, list(args)))
+        outbox.current_app, "send_task", lambda name, args, **_: found.append((name, list(args)))
     )
     return found
 
