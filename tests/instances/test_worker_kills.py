@@ -60,12 +60,16 @@ class HostWorker:
         result = act()
         held = self.folder / "held"
         wait_for(lambda: held.exists() and held.read_text().startswith(point), f"work at {point}")
+        (self.folder / "point").unlink()
+        self.kill_and_start()
+        return result
+
+    def kill_and_start(self) -> None:
+        """kill -9 of the worker, and a fresh one."""
         assert self.process is not None
         os.kill(self.process.pid, signal.SIGKILL)
         self.process.wait()
-        (self.folder / "point").unlink()
         self.start()
-        return result
 
 
 @pytest.fixture
@@ -252,6 +256,29 @@ def test_a_snapshot_killed_midway_ends_taken_with_the_guest_thawed(worker, backe
     assert run_in(backend, vm, "echo written > /data/after && cat /data/after") == "written"
     assert_true_to_the_host(backend, vm)
     force_shutdown(backend, vm, operator)
+
+
+def test_a_snapshot_whose_retry_waits_when_its_worker_dies_is_taken_by_the_next(
+    worker, backend, vm, operator
+):
+    root = vm.disks.get(role="root")
+    (worker.folder / "fail").write_text("snapshot.take")  # one busy-monitor error: a retry waits
+    snapshot = snapshots.disk_snapshot(disk=root, actor=operator, name="retried")
+    log = worker.folder / f"worker-{worker.started}.log"
+    wait_for(
+        lambda: log.read_text().count("instances.disk_snapshot[") >= 3,  # received, retry, received
+        "the retry to wait in the worker",
+    )
+    assert "retry: Retry in" in log.read_text()
+    worker.kill_and_start()
+
+    wait_for(
+        lambda: DiskSnapshot.objects.get(pk=snapshot.pk).state != SnapshotState.TAKING,
+        "the snapshot to be taken",
+    )
+    snapshot.refresh_from_db()
+    assert (snapshot.state, snapshot.message) == (SnapshotState.READY, "")
+    assert "retried" in QemuImg().snapshots(backend.root / "disks" / f"{root.device_name}.qcow2")
 
 
 def test_a_disk_hotplug_and_a_resize_killed_midway_are_carried_out(worker, backend, vm, operator):
