@@ -19,7 +19,7 @@ from typing import TypeVar
 import pytest
 
 from instances.backends import backend_named
-from instances.backends.base import Power
+from instances.backends.base import BackendError, Power
 from instances.backends.qemu import process
 from instances.backends.qemu.agent import GuestAgent
 from instances.backends.qemu.images import GIB, QemuImg
@@ -55,13 +55,18 @@ class HostWorker:
     def killed_at(self, point: str, act: Callable[[], T]) -> T:
         """act() (which queues work), then kill -9 once that work holds at point; a fresh
         worker, which holds nowhere, takes over. What act returned."""
+        result = self.held_at(point, act)
+        self.kill_and_start()
+        return result
+
+    def held_at(self, point: str, act: Callable[[], T]) -> T:
+        """act(), and wait until its work holds at point (a worker started later holds nowhere)."""
         (self.folder / "held").unlink(missing_ok=True)
         (self.folder / "point").write_text(point)
         result = act()
         held = self.folder / "held"
         wait_for(lambda: held.exists() and held.read_text().startswith(point), f"work at {point}")
         (self.folder / "point").unlink()
-        self.kill_and_start()
         return result
 
     def kill_and_start(self) -> None:
@@ -234,6 +239,37 @@ def test_a_restart_and_a_force_shutdown_killed_midway_are_carried_out(
     settles(vm, PowerState.STOPPED)
     assert vm.last_exit == LastExit.REQUESTED
     assert_true_to_the_host(backend, vm)
+
+
+def reboots_asked(backend, vm: Instance) -> int:
+    """The reboots the guest's agent carried out: the demo guest's /sbin/shutdown says each."""
+    return backend.serial_log(vm.machine_id).read_bytes().count(b"zopday-demo: shutdown: reboot")
+
+
+def agent_answers(backend, vm: Instance) -> bool:
+    """One guest-exec answered. The agent takes commands in order: any reboot asked before
+    has run by then (or the guest went down, and this asks the next boot's agent)."""
+    try:
+        return run_in(backend, vm, "echo up") == "up"
+    except (BackendError, AssertionError):
+        return False
+
+
+def test_a_restart_whose_worker_died_after_the_reboot_was_sent_reboots_the_guest_once(
+    worker, backend, vm, operator
+):
+    start(backend, vm, operator)
+    worker.held_at("restart.sent", lambda: power.instance_restart(instance=vm, actor=operator))
+    booted(backend, vm, 2)  # the guest rebooted; its worker never finished the task
+    wait_for(lambda: agent_answers(backend, vm), "the guest agent after the reboot")
+    worker.kill_and_start()  # the restart is sent again
+
+    settles(vm, PowerState.RUNNING)
+    wait_for(lambda: agent_answers(backend, vm), "the guest agent after the restart")
+    assert reboots_asked(backend, vm) == 1
+    assert guest_prompts(backend, vm) == 2
+    assert_true_to_the_host(backend, vm)
+    force_shutdown(backend, vm, operator)
 
 
 def test_a_snapshot_killed_midway_ends_taken_with_the_guest_thawed(worker, backend, vm, operator):
