@@ -20,3 +20,20 @@ def hold_point(name: str) -> None:
     (Path(folder) / "held").write_text(f"{name} {os.getpid()}\n")
     while True:
         time.sleep(3600)
+
+
+def fail_point(name: str) -> bool:
+    """With ZOPDAY_TEST_HOLD=<folder> and `name` in <folder>/fail: remove that file and answer
+    True once, for the caller to fail there as a busy monitor does (a retryable error)."""
+    folder = os.environ.get("ZOPDAY_TEST_HOLD")
+    if not folder:
+        return False
+    fail = Path(folder) / "fail"
+    try:
+        wanted = fail.read_text().strip()
+    except OSError:
+        return False
+    if wanted != name:
+        return False
+    fail.unlink(missing_ok=True)
+    return True

@@ -8,6 +8,7 @@ instances.
 import logging
 
 from celery import Task, current_app, shared_task
+from celery.exceptions import Retry
 from celery.utils.time import get_exponential_backoff_interval
 from django.conf import settings
 from django.db import close_old_connections
@@ -38,20 +39,31 @@ LOST_RESENDS_MAX = 3  # past this, work whose worker keeps dying during it fails
 
 
 class HostTask(Task):
-    """Work on one host, recorded there while it runs (services.host_work): when its worker
-    dies during it, the host's next reconcile pass sends it again, and after LOST_RESENDS_MAX
-    such deaths fails it through on_failure. Every host task is safe to run again."""
+    """Work on one host, recorded there while it runs and while a retry of it waits
+    (services.host_work): when its worker dies meanwhile, the host's next reconcile pass sends
+    it again, and after LOST_RESENDS_MAX such deaths fails it through on_failure. Every host
+    task is safe to run again."""
 
     def __call__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         if self.request.called_directly:
-            return super().__call__(*args, **kwargs)
+            return self.run_once(*args, **kwargs)
         resent = getattr(self.request, RESENT_HEADER, None)
         if resent is None:
             resent = (self.request.headers or {}).get(RESENT_HEADER, 0)
         queue = (self.request.delivery_info or {}).get("routing_key") or ""
         lost = host_work.Lost(self.name, list(args), kwargs, queue, int(resent))
-        with host_work.work_in_hand(lost):
-            return super().__call__(*args, **kwargs)
+        with host_work.work_in_hand(lost) as record:
+            host_work.release_retry(self.request.id)  # this is that retry: the new record holds
+            try:
+                return self.run_once(*args, **kwargs)
+            except Retry:
+                if not self.request.is_eager:  # an eager retry has run already
+                    record.keep_for_retry(self.request.id)
+                raise
+
+    def run_once(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        """One run of the work; a subclass may turn an error into a retry here."""
+        return super().__call__(*args, **kwargs)
 
 
 def send_lost_work_again(host: str) -> None:
@@ -116,9 +128,9 @@ class DeviceTask(HostTask):
     max_retries = 3
     retry_backoff_factor = 1  # seconds: a retry waits 1 to 2, 3 or 5 times this
 
-    def __call__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def run_once(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         try:
-            return super().__call__(*args, **kwargs)
+            return super().run_once(*args, **kwargs)
         except BackendError as error:
             if not error.retryable:
                 raise

@@ -292,10 +292,11 @@ def _default_console_origins() -> list[str]:
 
 # Origins (scheme://host[:port]) whose pages may open console websockets; others get 403.
 CONSOLEPROXY_ALLOWED_ORIGINS = envlist("CONSOLEPROXY_ALLOWED_ORIGINS", _default_console_origins())
-# How long a console ticket may wait to be used (at most a minute), and how much recent
-# serial/exec output a viewer who attaches late is shown first.
+# How long a console ticket may wait (at most a minute), what recent serial/exec output a late
+# viewer is shown first, and how often a session's byte counts are saved (a proxy may be killed).
 CONSOLE_TICKET_SECONDS = min(envint("CONSOLE_TICKET_SECONDS", 30), 60)
 CONSOLE_HISTORY_BYTES = envint("CONSOLE_HISTORY_BYTES", 64 * 1024)
+CONSOLE_COUNT_SECONDS = max(envint("CONSOLE_COUNT_SECONDS", 5), 1)
 # Recordings of serial and exec sessions are asciicast v2 files in RUN_DIR / "recordings".
 
 SESSION_ENGINE = "instances.sessions"  # the database; a signed cookie while the disk is full

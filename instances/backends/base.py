@@ -266,7 +266,9 @@ class Backend(Protocol):
 
     def force_stop(self, machine_id: str) -> None: ...
 
-    def restart(self, machine_id: str) -> None: ...
+    def restart(self, machine_id: str, request: str = "") -> None:
+        """Reboot the guest; `request` names the Restart, so that one delivered again after its
+        worker died does not reboot the guest twice (where the backend can tell)."""
 
     def status(self, machine_id: str) -> MachineStatus: ...
 

@@ -34,8 +34,10 @@ from instances.consoles.registry import ConsoleKind, console_kind
 from instances.consoles.sessions import (
     Admission,
     Refused,
+    Tally,
     console_admit,
     console_admit_precheck,
+    console_session_count,
     console_session_end,
 )
 from instances.consoles.tickets import ticket_from_subprotocols
@@ -190,6 +192,8 @@ class ConsoleProxy:
         recorder: Recorder | None = None
         reason, to_guest, from_guest = "closed", 0, 0
         socket_path: ConsoleEndpoint | None = None
+        tally = Tally()
+        counting = asyncio.create_task(_write_counts(admission.session_id, tally))
         try:
             socket_path = await sync_to_async(self.locator.socket, thread_sensitive=False)(
                 admission.backend, admission.machine_id, route.kind.socket_kind
@@ -202,10 +206,12 @@ class ConsoleProxy:
                         f"{admission.machine_id}",
                     )
                 reason, to_guest, from_guest = await self._terminal(
-                    ws, admission, socket_path, recorder
+                    ws, admission, socket_path, recorder, tally
                 )
             else:
-                reason, to_guest, from_guest = await bridges.run_vnc(ws, admission, socket_path)
+                reason, to_guest, from_guest = await bridges.run_vnc(
+                    ws, admission, socket_path, tally
+                )
         except (bridges.Unavailable, BackendError) as unavailable:
             reason = str(unavailable)
             dialed = isinstance(socket_path, DialedConsole)
@@ -216,6 +222,7 @@ class ConsoleProxy:
             with contextlib.suppress(ConnectionClosed):
                 await ws.close(1011, "Console error.")
         finally:
+            counting.cancel()
             if recorder is not None:
                 recorder.flush()  # in the loop: it owns the flush timer
                 await asyncio.to_thread(recorder.finish)
@@ -233,6 +240,7 @@ class ConsoleProxy:
         admission: Admission,
         socket_path: ConsoleEndpoint,
         recorder: Recorder | None,
+        tally: Tally,
     ) -> tuple[str, int, int]:
         kind = admission.kind
         serial_log = None
@@ -244,8 +252,22 @@ class ConsoleProxy:
             (admission.backend, admission.machine_id, kind.name), socket_path, serial_log
         )
         viewer = bridges.Viewer(ws, admission, recorder)
+        tally.read = lambda: (viewer.bytes_in, viewer.bytes_out)
         reason = await bridges.run_terminal(ws, hub, viewer)
         return reason, viewer.bytes_in, viewer.bytes_out
+
+
+async def _write_counts(session_id: int, tally: Tally) -> None:
+    """Every CONSOLE_COUNT_SECONDS, the session's bytes so far onto its record, when they grew."""
+    written = (0, 0)
+    while True:
+        await asyncio.sleep(settings.CONSOLE_COUNT_SECONDS)
+        counts = tally.read()
+        if counts != written:
+            await sync_to_async(console_session_count)(
+                session_id=session_id, bytes_to_guest=counts[0], bytes_from_guest=counts[1]
+            )
+            written = counts
 
 
 async def _refuse(ws: ServerConnection, reason: str, *, dialed: bool, terminal: bool) -> None:

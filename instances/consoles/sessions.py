@@ -4,6 +4,7 @@ These are plain synchronous functions on the ORM; the proxy calls them through
 `sync_to_async`, so database work never blocks its event loop.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import import_module
 from pathlib import Path
@@ -127,6 +128,21 @@ def console_admit(
         kind=kind,
         read_only=read_only,
         recording=recording,
+    )
+
+
+@dataclass
+class Tally:
+    """A live session's bytes so far, each way: `read` is set by the bridge that counts them."""
+
+    read: Callable[[], tuple[int, int]] = lambda: (0, 0)
+
+
+def console_session_count(*, session_id: int, bytes_to_guest: int, bytes_from_guest: int) -> None:
+    """The bytes of a session still open, written as it goes: a proxy killed mid-session leaves
+    its record saying how much flowed (the next proxy closes it as orphaned)."""
+    ConsoleSession.objects.filter(pk=session_id, ended_at=None).update(
+        bytes_to_guest=bytes_to_guest, bytes_from_guest=bytes_from_guest
     )
 
 

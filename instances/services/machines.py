@@ -298,7 +298,7 @@ def machine_restart(instance_id: int, claimed_at: str | None = None) -> None:
     if instance is None:
         return
     try:
-        backend_named(instance.backend).restart(instance.machine_id)
+        backend_named(instance.backend).restart(instance.machine_id, request=claimed_at or "")
     except BackendError as error:
         _fail(instance, PowerState.RESTARTING, error, "restart")
         return

@@ -11,9 +11,9 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from instances.backends import backend_named
-from instances.backends.base import Backend
+from instances.backends.base import Backend, BackendError
 from instances.choices import Outcome, SnapshotState
-from instances.holds import hold_point
+from instances.holds import fail_point, hold_point
 from instances.models import Disk, DiskSnapshot
 from instances.services.audit import audit_record
 from instances.specs import disk_spec
@@ -48,6 +48,8 @@ def snapshots_take(snapshot_ids: list[int]) -> None:
     taking = [s for s in taking if instance is not None and s.disk.instance_id == instance.pk]
     if instance is None or not taking:
         return
+    if fail_point("snapshot.take"):
+        raise BackendError("Failed at the test's point snapshot.take.", retryable=True)
     frozen = backend_named(instance.backend).snapshot_disks(
         instance.machine_id, [disk_spec(s.disk) for s in taking], taking[0].name
     )

@@ -275,7 +275,7 @@ class CloudVmBackend:
             )
         self._record(target, vm)
 
-    def restart(self, machine_id: str) -> None:
+    def restart(self, machine_id: str, request: str = "") -> None:
         """The cloud reboots the VM; it stays running."""
         target = self._job_vm(machine_id)
         vm = self._usable(target)

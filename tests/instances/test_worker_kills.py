@@ -19,7 +19,7 @@ from typing import TypeVar
 import pytest
 
 from instances.backends import backend_named
-from instances.backends.base import Power
+from instances.backends.base import BackendError, Power
 from instances.backends.qemu import process
 from instances.backends.qemu.agent import GuestAgent
 from instances.backends.qemu.images import GIB, QemuImg
@@ -55,17 +55,26 @@ class HostWorker:
     def killed_at(self, point: str, act: Callable[[], T]) -> T:
         """act() (which queues work), then kill -9 once that work holds at point; a fresh
         worker, which holds nowhere, takes over. What act returned."""
+        result = self.held_at(point, act)
+        self.kill_and_start()
+        return result
+
+    def held_at(self, point: str, act: Callable[[], T]) -> T:
+        """act(), and wait until its work holds at point (a worker started later holds nowhere)."""
         (self.folder / "held").unlink(missing_ok=True)
         (self.folder / "point").write_text(point)
         result = act()
         held = self.folder / "held"
         wait_for(lambda: held.exists() and held.read_text().startswith(point), f"work at {point}")
+        (self.folder / "point").unlink()
+        return result
+
+    def kill_and_start(self) -> None:
+        """kill -9 of the worker, and a fresh one."""
         assert self.process is not None
         os.kill(self.process.pid, signal.SIGKILL)
         self.process.wait()
-        (self.folder / "point").unlink()
         self.start()
-        return result
 
 
 @pytest.fixture
@@ -232,6 +241,37 @@ def test_a_restart_and_a_force_shutdown_killed_midway_are_carried_out(
     assert_true_to_the_host(backend, vm)
 
 
+def reboots_asked(backend, vm: Instance) -> int:
+    """The reboots the guest's agent carried out: the demo guest's /sbin/shutdown says each."""
+    return backend.serial_log(vm.machine_id).read_bytes().count(b"zopday-demo: shutdown: reboot")
+
+
+def agent_answers(backend, vm: Instance) -> bool:
+    """One guest-exec answered. The agent takes commands in order: any reboot asked before
+    has run by then (or the guest went down, and this asks the next boot's agent)."""
+    try:
+        return run_in(backend, vm, "echo up") == "up"
+    except (BackendError, AssertionError):
+        return False
+
+
+def test_a_restart_whose_worker_died_after_the_reboot_was_sent_reboots_the_guest_once(
+    worker, backend, vm, operator
+):
+    start(backend, vm, operator)
+    worker.held_at("restart.sent", lambda: power.instance_restart(instance=vm, actor=operator))
+    booted(backend, vm, 2)  # the guest rebooted; its worker never finished the task
+    wait_for(lambda: agent_answers(backend, vm), "the guest agent after the reboot")
+    worker.kill_and_start()  # the restart is sent again
+
+    settles(vm, PowerState.RUNNING)
+    wait_for(lambda: agent_answers(backend, vm), "the guest agent after the restart")
+    assert reboots_asked(backend, vm) == 1
+    assert guest_prompts(backend, vm) == 2
+    assert_true_to_the_host(backend, vm)
+    force_shutdown(backend, vm, operator)
+
+
 def test_a_snapshot_killed_midway_ends_taken_with_the_guest_thawed(worker, backend, vm, operator):
     start(backend, vm, operator)
     root = vm.disks.get(role="root")
@@ -252,6 +292,29 @@ def test_a_snapshot_killed_midway_ends_taken_with_the_guest_thawed(worker, backe
     assert run_in(backend, vm, "echo written > /data/after && cat /data/after") == "written"
     assert_true_to_the_host(backend, vm)
     force_shutdown(backend, vm, operator)
+
+
+def test_a_snapshot_whose_retry_waits_when_its_worker_dies_is_taken_by_the_next(
+    worker, backend, vm, operator
+):
+    root = vm.disks.get(role="root")
+    (worker.folder / "fail").write_text("snapshot.take")  # one busy-monitor error: a retry waits
+    snapshot = snapshots.disk_snapshot(disk=root, actor=operator, name="retried")
+    log = worker.folder / f"worker-{worker.started}.log"
+    wait_for(
+        lambda: log.read_text().count("instances.disk_snapshot[") >= 3,  # received, retry, received
+        "the retry to wait in the worker",
+    )
+    assert "retry: Retry in" in log.read_text()
+    worker.kill_and_start()
+
+    wait_for(
+        lambda: DiskSnapshot.objects.get(pk=snapshot.pk).state != SnapshotState.TAKING,
+        "the snapshot to be taken",
+    )
+    snapshot.refresh_from_db()
+    assert (snapshot.state, snapshot.message) == (SnapshotState.READY, "")
+    assert "retried" in QemuImg().snapshots(backend.root / "disks" / f"{root.device_name}.qcow2")
 
 
 def test_a_disk_hotplug_and_a_resize_killed_midway_are_carried_out(worker, backend, vm, operator):

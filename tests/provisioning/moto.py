@@ -62,13 +62,15 @@ def tagged_resources(url: str, token: str) -> dict[str, int]:
         i for r in ec2.describe_instances(Filters=tag)["Reservations"] for i in r["Instances"]
         if i["State"]["Name"] not in ("terminated", "shutting-down")
     ]  # fmt: skip
-    nats = [
-        n for n in ec2.describe_nat_gateways(Filter=tag)["NatGateways"]
-        if n["State"] not in ("deleted", "deleting")
-    ]  # fmt: skip
 
     def has_token(tags) -> bool:
         return any(t["Key"] == "zopday:token" and t["Value"] == token for t in tags)
+
+    # moto ignores DescribeNatGateways' tag filter: the tags are checked here.
+    nats = [
+        n for n in ec2.describe_nat_gateways(Filter=tag)["NatGateways"]
+        if n["State"] not in ("deleted", "deleting") and has_token(n.get("Tags", []))
+    ]  # fmt: skip
 
     roles = [
         r for r in iam.list_roles()["Roles"]

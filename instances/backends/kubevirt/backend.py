@@ -197,7 +197,7 @@ class KubevirtBackend:
                 f"The cluster did not stop {machine_id} within {STOP_TIMEOUT:.0f} s."
             )
 
-    def restart(self, machine_id: str) -> None:
+    def restart(self, machine_id: str, request: str = "") -> None:
         """KubeVirt's restart: a new VMI, running."""
         objects, _ = self._at(machine_id)
         before = objects.virtual_machine_instance(machine_id)

@@ -33,6 +33,8 @@ from .seed import write_seed_iso
 from .snapshots import QemuSnapshots
 
 POWER_OFF_EVENTS = {"SHUTDOWN", "GUEST_PANICKED"}  # the events that enter STOPPED_STATES
+# how long a Restart delivered again waits to see the reboot an earlier delivery sent
+REBOOT_SEEN_SECONDS = 60
 
 
 class QemuBackend(QemuDevices, QemuSnapshots, QemuMigration):
@@ -198,25 +200,45 @@ class QemuBackend(QemuDevices, QemuSnapshots, QemuMigration):
             for pid in process.find(marker):
                 process.kill(pid, marker, grace=1)
 
-    def restart(self, machine_id: str) -> None:
+    def restart(self, machine_id: str, request: str = "") -> None:
         """Ask the guest OS to reboot, through its agent; a hard reset (system_reset) when it has
-        no agent or the agent refuses. A shutdown asked for earlier is forgotten."""
+        no agent or the agent refuses. A shutdown asked for earlier is forgotten. A `request`
+        delivered again (its worker died) whose reboot was sent is done once the guest rebooted."""
         run = self._run_folder(machine_id)
         with run.lock():
-            self._require_running(run)
+            status = self._require_running(run)
             run.clear_stop_requested()
             has_agent = self._agent_listening(run)
+            sent = run.read_reboot()
+        if request and sent.get("request") == request and self._rebooted_since(run, sent):
+            return
         hold_point("restart.before-reboot")
+        run.note_reboot(request, status.pid or 0, status.boots)
         if has_agent:  # unlocked: an agent slow to answer keeps no Force Shutdown waiting
             with contextlib.suppress(BackendError):  # it did not answer, or refused: reset
                 self._agent(run).reboot()
+                hold_point("restart.sent")
                 return
         with run.lock():
             self._require_running(run)  # not if a Force Shutdown ended it meanwhile
-            runtime = run.read_runtime()
+            self._monitor(run).execute("system_reset")
+            runtime = run.read_runtime()  # after the reset: a count is never ahead of it
             runtime.resets += 1
             run.write_runtime(runtime)
-            self._monitor(run).execute("system_reset")
+
+    def _rebooted_since(self, run: RunFolder, sent: dict[str, object]) -> bool:
+        """Whether the guest booted again (or QEMU is another) since the reboot `sent` was sent;
+        waited for a while, since a guest takes some time to go down."""
+        deadline = time.monotonic() + REBOOT_SEEN_SECONDS
+        while True:
+            status = self.status(run.path.name)
+            if status.power is not Power.RUNNING or status.pid != sent.get("pid"):
+                return True  # stopped, or started afresh: nothing is left to reboot
+            if status.boots > int(str(sent.get("boots", 0))):
+                return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.2)
 
     def resume(self, machine_id: str) -> None:
         """`cont` a guest QEMU paused on an I/O error (space has been freed, we hope)."""

@@ -215,6 +215,22 @@ class RunFolder:
     def write_exit(self, kind: ExitKind) -> None:
         _write_atomic(self._exit_file, f"{kind.value}\n")
 
+    def note_reboot(self, request: str, pid: int, boots: int) -> None:
+        """A reboot is being sent for `request` (a Restart's claim) to the QEMU `pid`, whose
+        guest had booted `boots` times: a delivery of the same request again can tell."""
+        data = {"request": request, "pid": pid, "boots": boots}
+        _write_atomic(self._reboot_file, json.dumps(data))
+
+    def read_reboot(self) -> dict[str, object]:
+        try:
+            return dict(json.loads(self._reboot_file.read_text()))
+        except (OSError, ValueError):
+            return {}
+
+    @property
+    def _reboot_file(self) -> Path:
+        return self.path / "reboot.json"
+
     def read_runtime(self) -> "Runtime":
         return _read_runtime(self._runtime_file) or Runtime()
 

@@ -9,7 +9,7 @@ from websockets.exceptions import ConnectionClosed
 
 from instances.backends.base import ConsoleEndpoint
 from instances.consoles.rfb import ClientFilter, RfbError
-from instances.consoles.sessions import Admission
+from instances.consoles.sessions import Admission, Tally
 
 from .endpoints import open_link
 from .links import (
@@ -24,11 +24,16 @@ log = logging.getLogger("zopday.consoleproxy")
 
 
 async def run_vnc(
-    ws: ServerConnection, admission: Admission, socket_path: ConsoleEndpoint
+    ws: ServerConnection,
+    admission: Admission,
+    socket_path: ConsoleEndpoint,
+    tally: Tally | None = None,
 ) -> tuple[str, int, int]:
     """Serve one VNC session on its own backend connection; returns (reason, bytes to the
-    guest, bytes to the browser)."""
+    guest, bytes to the browser), which `tally` reads as they grow."""
     counts = [0, 0]
+    if tally is not None:
+        tally.read = lambda: (counts[0], counts[1])
     link: Link | None = None
     client = ClientFilter(read_only=admission.read_only)
 

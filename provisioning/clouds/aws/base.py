@@ -2,7 +2,7 @@
 find (by the job's tags) what an earlier attempt of a step made; a step's first attempt skips
 them, since nothing can exist yet."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -61,7 +61,7 @@ class AwsBase:
         self, describe: Callable[..., Any], key: str, ctx: StepContext, role: str
     ) -> Callable[[], Any]:
         """A lookup of the job's resource of that role: the first one `describe` lists."""
-        return partial(self._find_one, describe, key, Filters=self._filters(ctx, role))
+        return partial(self._find_one, describe, key, ctx, role)
 
     def _record(self, config: InfraConfig, ctx: StepContext, kind: str, value: str) -> str:
         if config.resources.get(kind) != value:
@@ -69,8 +69,31 @@ class AwsBase:
             ctx.save()
         return value
 
-    def _find_one(self, describe: Callable[..., Any], key: str, **kwargs: Any) -> Any:
-        items = describe(**kwargs)[key]
+    def _owned(
+        self,
+        describe: Callable[..., Any],
+        key: str,
+        ctx: StepContext,
+        role: str | None = None,
+        *,
+        argument: str = "Filters",
+        extra: Sequence[dict[str, Any]] = (),
+    ) -> list[Any]:
+        """The job's resources (of that role) that `describe` lists, filtered by their tags here
+        too: a cloud that ignores a filter (moto's NAT gateways) must not hand the job another's.
+        `argument`: the filter parameter's name (DescribeNatGateways calls it `Filter`)."""
+        answer = describe(**{argument: [*self._filters(ctx, role), *extra]})[key]
+        return [item for item in answer if carries_job_tags(item.get("Tags"), ctx, role)]
+
+    def _find_one(
+        self,
+        describe: Callable[..., Any],
+        key: str,
+        ctx: StepContext,
+        role: str | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        items = self._owned(describe, key, ctx, role, **kwargs)
         return items[0] if items else None
 
     def _ensure_security_group(
@@ -94,7 +117,13 @@ class AwsBase:
 
     def _security_group(self, ctx: StepContext, role: str) -> Any:
         return self._find_one(
-            self.client("ec2").describe_security_groups,
-            "SecurityGroups",
-            Filters=self._filters(ctx, role),
+            self.client("ec2").describe_security_groups, "SecurityGroups", ctx, role
         )
+
+
+def carries_job_tags(tags: Any, ctx: StepContext, role: str | None = None) -> bool:
+    """Whether a resource's tags (AWS's Key/Value list) are the job's (and of that role)."""
+    found = {str(tag.get("Key")): str(tag.get("Value")) for tag in tags or []}
+    return found.get("zopday:token") == ctx.token and (
+        role is None or found.get("zopday:role") == role
+    )

@@ -24,7 +24,14 @@ class AwsLoadBalancer(AwsBase):
             if error_code(error) == "LoadBalancerNotFound":
                 return None
             raise
-        return found["LoadBalancers"][0] if found["LoadBalancers"] else None
+        return next(
+            (
+                lb
+                for lb in found["LoadBalancers"]
+                if lb["LoadBalancerName"] == ctx.resource_name("lb")
+            ),
+            None,
+        )
 
     def _target_group(self, ctx: StepContext) -> Any:
         try:
@@ -33,7 +40,14 @@ class AwsLoadBalancer(AwsBase):
             if error_code(error) == "TargetGroupNotFound":
                 return None
             raise
-        return found["TargetGroups"][0] if found["TargetGroups"] else None
+        return next(
+            (
+                tg
+                for tg in found["TargetGroups"]
+                if tg["TargetGroupName"] == ctx.resource_name("tg")
+            ),
+            None,
+        )
 
     def _lb_subnets(self, config: InfraConfig) -> list[str]:
         if config.created_network:
@@ -340,6 +354,11 @@ class AwsLoadBalancer(AwsBase):
             HostedZoneId=zone_id, StartRecordName=name, StartRecordType="A", MaxItems="1"
         )["ResourceRecordSets"]
         if not records or records[0]["Name"] != name or records[0]["Type"] != "A":
+            return
+        # Only the record aliasing the job's own load balancer: one another job or the user
+        # made for the name stays.
+        target = str(records[0].get("AliasTarget", {}).get("DNSName", "")).rstrip(".").lower()
+        if target != config.resources.get("load_balancer_dns", "").rstrip(".").lower():
             return
         route53.change_resource_record_sets(
             HostedZoneId=zone_id,

@@ -154,9 +154,7 @@ class AwsMachines(AwsBase):
         template = self._existing(
             ctx,
             lambda: self._find_one(
-                ec2.describe_launch_templates,
-                "LaunchTemplates",
-                Filters=self._filters(ctx, "launch-template"),
+                ec2.describe_launch_templates, "LaunchTemplates", ctx, "launch-template"
             ),
         )
         if template is None:
@@ -205,9 +203,9 @@ class AwsMachines(AwsBase):
     @mapped
     def delete_launch_template(self, config: InfraConfig, ctx: StepContext) -> str:
         ec2 = self.client("ec2")
-        templates = ec2.describe_launch_templates(Filters=self._filters(ctx, "launch-template"))[
-            "LaunchTemplates"
-        ]
+        templates = self._owned(
+            ec2.describe_launch_templates, "LaunchTemplates", ctx, "launch-template"
+        )
         for template in templates:
             ec2.delete_launch_template(LaunchTemplateId=template["LaunchTemplateId"])
         config.resources.pop("launch_template", None)
@@ -217,7 +215,7 @@ class AwsMachines(AwsBase):
     @mapped
     def delete_security_group(self, config: InfraConfig, ctx: StepContext) -> str:
         ec2 = self.client("ec2")
-        groups = ec2.describe_security_groups(Filters=self._filters(ctx))["SecurityGroups"]
+        groups = self._owned(ec2.describe_security_groups, "SecurityGroups", ctx)
         for group in groups:
             ec2.delete_security_group(GroupId=group["GroupId"])
         config.resources.pop("security_group", None)

@@ -75,10 +75,10 @@ class AwsNetwork(AwsBase):
                 self._find_one,
                 ec2.describe_nat_gateways,
                 "NatGateways",
-                Filter=[
-                    *self._filters(ctx, "nat"),
-                    {"Name": "state", "Values": ["pending", "available"]},
-                ],
+                ctx,
+                "nat",
+                argument="Filter",
+                extra=[{"Name": "state", "Values": ["pending", "available"]}],
             ),
             lambda: ec2.create_nat_gateway(
                 SubnetId=config.resources["public_subnet"],
@@ -148,10 +148,10 @@ class AwsNetwork(AwsBase):
     def delete_network(self, config: InfraConfig, ctx: StepContext) -> str:
         """Only what carries the job's tags: an existing VPC never does, so it stays."""
         ec2 = self.client("ec2")
-        filters = self._filters(ctx)
-        nats = ec2.describe_nat_gateways(
-            Filter=[*filters, {"Name": "state", "Values": ["pending", "available", "deleting"]}]
-        )["NatGateways"]
+        nats = self._owned(
+            ec2.describe_nat_gateways, "NatGateways", ctx, argument="Filter",
+            extra=[{"Name": "state", "Values": ["pending", "available", "deleting"]}],
+        )  # fmt: skip
         for nat in nats:
             if nat["State"] != "deleting":
                 ec2.delete_nat_gateway(NatGatewayId=nat["NatGatewayId"])
@@ -165,24 +165,24 @@ class AwsNetwork(AwsBase):
                 ),
                 SETTLE_TIMEOUT,
             )
-        for address in ec2.describe_addresses(Filters=filters)["Addresses"]:
+        for address in self._owned(ec2.describe_addresses, "Addresses", ctx):
             ec2.release_address(AllocationId=address["AllocationId"])
-        for table in ec2.describe_route_tables(Filters=filters)["RouteTables"]:
+        for table in self._owned(ec2.describe_route_tables, "RouteTables", ctx):
             for association in table.get("Associations", []):
                 if not association.get("Main"):
                     ec2.disassociate_route_table(
                         AssociationId=association["RouteTableAssociationId"]
                     )
             ec2.delete_route_table(RouteTableId=table["RouteTableId"])
-        for gateway in ec2.describe_internet_gateways(Filters=filters)["InternetGateways"]:
+        for gateway in self._owned(ec2.describe_internet_gateways, "InternetGateways", ctx):
             for attachment in gateway.get("Attachments", []):
                 ec2.detach_internet_gateway(
                     InternetGatewayId=gateway["InternetGatewayId"], VpcId=attachment["VpcId"]
                 )
             ec2.delete_internet_gateway(InternetGatewayId=gateway["InternetGatewayId"])
-        for subnet in ec2.describe_subnets(Filters=filters)["Subnets"]:
+        for subnet in self._owned(ec2.describe_subnets, "Subnets", ctx):
             ec2.delete_subnet(SubnetId=subnet["SubnetId"])
-        vpcs = ec2.describe_vpcs(Filters=filters)["Vpcs"]
+        vpcs = self._owned(ec2.describe_vpcs, "Vpcs", ctx)
         for vpc in vpcs:
             ec2.delete_vpc(VpcId=vpc["VpcId"])
         for kind in (

@@ -7,7 +7,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from provisioning.choices import PoolMode, VmState
-from provisioning.clouds.aws.base import SETTLE_TIMEOUT, AwsBase
+from provisioning.clouds.aws.base import SETTLE_TIMEOUT, AwsBase, carries_job_tags
 from provisioning.clouds.aws.sdk import error_code, mapped
 from provisioning.clouds.context import StepContext, poll_delays, wait_for_sentinels
 from provisioning.infra import InfraConfig, VmRecord
@@ -23,11 +23,26 @@ class AwsVms(AwsBase):
             *self._filters(ctx, "vm"),
             {"Name": "instance-state-name", "Values": LIVE_INSTANCE_STATES},
         ]
-        instances = []
+        instances: list[dict[str, Any]] = []
         for page in ec2.get_paginator("describe_instances").paginate(Filters=filters):
             for reservation in page["Reservations"]:
-                instances.extend(reservation["Instances"])
+                instances.extend(
+                    i
+                    for i in reservation["Instances"]
+                    if carries_job_tags(i.get("Tags"), ctx, "vm")
+                )
         return sorted(instances, key=lambda i: (str(i.get("LaunchTime", "")), i["InstanceId"]))
+
+    def _auto_scaling_groups(self, ctx: StepContext) -> list[dict[str, Any]]:
+        """The job's auto scaling group, if it exists: by its name, and its tags checked."""
+        name = ctx.resource_name("asg")
+        groups = self.client("autoscaling").describe_auto_scaling_groups(
+            AutoScalingGroupNames=[name]
+        )["AutoScalingGroups"]
+        return [
+            group for group in groups
+            if group["AutoScalingGroupName"] == name and carries_job_tags(group.get("Tags"), ctx)
+        ]  # fmt: skip
 
     def _remember_vms(self, config: InfraConfig, instances: list[dict[str, Any]]) -> None:
         known = {vm.instance_id: vm for vm in config.vms}
@@ -75,12 +90,7 @@ class AwsVms(AwsBase):
         else:
             autoscaling = self.client("autoscaling")
             group_name = ctx.resource_name("asg")
-            groups = self._existing(
-                ctx,
-                lambda: autoscaling.describe_auto_scaling_groups(
-                    AutoScalingGroupNames=[group_name]
-                )["AutoScalingGroups"],
-            )
+            groups = self._existing(ctx, lambda: self._auto_scaling_groups(ctx))
             if not groups:
                 autoscaling.create_auto_scaling_group(
                     AutoScalingGroupName=group_name,
@@ -170,8 +180,7 @@ class AwsVms(AwsBase):
         """Fixed: terminate. ASG: min = max = desired = 0, then delete the group."""
         group_name = ctx.resource_name("asg")
         autoscaling = self.client("autoscaling")
-        groups = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[group_name])
-        if groups["AutoScalingGroups"]:
+        if self._auto_scaling_groups(ctx):
             autoscaling.update_auto_scaling_group(
                 AutoScalingGroupName=group_name, MinSize=0, MaxSize=0, DesiredCapacity=0
             )
@@ -179,11 +188,7 @@ class AwsVms(AwsBase):
             autoscaling.delete_auto_scaling_group(AutoScalingGroupName=group_name, ForceDelete=True)
             ctx.wait(
                 f"{group_name} to be deleted",
-                lambda: (
-                    not autoscaling.describe_auto_scaling_groups(
-                        AutoScalingGroupNames=[group_name]
-                    )["AutoScalingGroups"]
-                ),
+                lambda: not self._auto_scaling_groups(ctx),
                 SETTLE_TIMEOUT,
             )
             ctx.log(f"deleted auto scaling group {group_name}")

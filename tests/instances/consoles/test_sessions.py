@@ -3,8 +3,10 @@
 import socket
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
+from django.conf import settings
 from django.utils import timezone
 
 from instances.consoles.proxies import this_proxy
@@ -12,7 +14,15 @@ from instances.consoles.sessions import ORPHANED, console_sessions_close_orphane
 from instances.models import ConsoleSession, Instance
 from instances.services.instances import instance_create
 from tests.factories import instance_request
-from tests.services import ROOT
+from tests.instances.consoles.conftest import (
+    ORIGIN,
+    FakeBackend,
+    free_port,
+    issue_ticket,
+    open_console,
+    wait_until,
+)
+from tests.services import ROOT, start_console_proxy, stop
 
 pytestmark = pytest.mark.django_db
 
@@ -70,3 +80,45 @@ def test_a_starting_proxy_leaves_the_sessions_of_a_proxy_running_beside_it(runni
     for session, closed in ((served, False), (orphaned, True), (remote, False), (reused_pid, True)):
         session.refresh_from_db()
         assert (session.ended_at is not None) is closed, session.proxy
+
+
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+def test_a_session_cut_by_a_proxy_kill_keeps_the_bytes_that_flowed(
+    running_instance, owner, machines_root, loop_thread, tmp_path, monkeypatch, django_db_setup
+):
+    """The proxy is killed (SIGKILL) mid-session, after output flowed; the next proxy closes the
+    record as orphaned, and it says how many bytes went each way."""
+    Instance.objects.filter(pk=running_instance.pk).update(host=settings.ZOPDAY_HOST)
+    folder = machines_root / running_instance.machine_id
+    folder.mkdir()
+    machine = FakeBackend(folder, loop_thread).start()  # the machine's serial socket: an echo
+    monkeypatch.setenv("CONSOLE_COUNT_SECONDS", "1")
+    port = free_port()
+    first = start_console_proxy(port, [ORIGIN], tmp_path / "first.log")
+    second = None
+    try:
+        ticket = issue_ticket(owner, running_instance)
+        proxy = SimpleNamespace(url=f"ws://127.0.0.1:{port}")
+        with open_console(proxy, running_instance, ticket=ticket, cookie_user=owner) as ws:
+            ws.send(b"echo hi\r")
+            seen = b""
+            while b"echo hi\r" not in seen:
+                message = ws.recv(timeout=10)
+                seen += message if isinstance(message, bytes) else b""
+            session = ConsoleSession.objects.get(instance=running_instance)
+            wait_until(
+                lambda: ConsoleSession.objects.get(pk=session.pk).bytes_from_guest >= 8,
+                "the counts on the record",
+            )
+            first.kill()
+            first.wait()
+        second = start_console_proxy(port, [ORIGIN], tmp_path / "second.log")
+    finally:
+        first.kill()
+        if second is not None:
+            stop(second)
+        machine.stop()
+    session.refresh_from_db()
+    assert session.ended_at is not None and session.close_reason == ORPHANED
+    assert (session.bytes_to_guest, session.bytes_from_guest) == (8, 8)
