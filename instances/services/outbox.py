@@ -9,12 +9,15 @@ now, an import acts only in its current attempt).
 """
 
 import contextlib
+import fcntl
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from datetime import timedelta
 
 from celery import current_app
+from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection, transaction
 from django.utils import timezone
 
@@ -58,22 +61,42 @@ def outbox_publish(message: OutboxMessage) -> None:
         log.warning("outbox message %s was sent but its row stays", message.pk, exc_info=True)
 
 
+@contextlib.contextmanager
+def _one_relay_at_a_time() -> Iterator[bool]:
+    """Where rows cannot be locked (SQLite, one machine), a file lock in the run folder lets one
+    relay through at a time, so two workers never publish the same rows together."""
+    with open(settings.RUN_DIR / "outbox-relay.lock", "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+
+
 def outbox_relay() -> int:
     """Publish the pending messages their senders could not, oldest first, stopping at the first
     the broker refuses; how many went. Rows another relay holds are skipped where the database
     can lock rows (SQLite would lock every writer out while the broker is slow to answer)."""
+    locking = connection.features.has_select_for_update_skip_locked
+    if locking:
+        with transaction.atomic():
+            return _relay(locking=True)
+    with _one_relay_at_a_time() as mine:
+        return _relay(locking=False) if mine else 0
+
+
+def _relay(*, locking: bool) -> int:
     cutoff = timezone.now() - RELAY_GRACE
     sent = []
-    locking = connection.features.has_select_for_update_skip_locked
-    with transaction.atomic() if locking else contextlib.nullcontext():
-        pending = OutboxMessage.objects.filter(created_at__lt=cutoff).order_by("pk")
-        if locking:
-            pending = pending.select_for_update(skip_locked=True)
-        for message in pending[:RELAY_BATCH]:
-            if not _publish(message):
-                break
-            sent.append(message.pk)
-        OutboxMessage.objects.filter(pk__in=sent).delete()
+    pending = OutboxMessage.objects.filter(created_at__lt=cutoff).order_by("pk")
+    if locking:
+        pending = pending.select_for_update(skip_locked=True)
+    for message in pending[:RELAY_BATCH]:
+        if not _publish(message):
+            break
+        sent.append(message.pk)
+    OutboxMessage.objects.filter(pk__in=sent).delete()
     if sent:
         log.info("the outbox relay published %d pending messages", len(sent))
     return len(sent)

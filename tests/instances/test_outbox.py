@@ -86,6 +86,14 @@ def test_the_relay_keeps_what_the_broker_missed_until_it_is_back(broker):
     assert [(sent.task, sent.args) for sent in queue.sent()] == [("zopday.ping", (3,))]
 
 
+def test_where_rows_cannot_be_locked_one_relay_publishes_at_a_time(broker, settings, tmp_path):
+    settings.RUN_DIR = tmp_path
+    with outbox._one_relay_at_a_time() as first, outbox._one_relay_at_a_time() as second:
+        assert (first, second) == (True, False)
+    with outbox._one_relay_at_a_time() as again:
+        assert again
+
+
 @pytest.fixture
 def host_worker(broker, machines_root, tmp_path):
     """A real worker on a host of its own, on the private Redis."""
