@@ -9,6 +9,9 @@ from django.core import signing
 from instances.disk_full import is_disk_full, unless_disk_full
 
 SALT = "instances.sessions.disk-full"
+# A cookie session cannot be ended on the server (logout only forgets it in the browser): it
+# holds for an hour at most, and is moved into the database at its first change with room.
+SIGNED_SESSION_SECONDS = 3600
 
 
 class SessionStore(db.SessionStore):
@@ -24,7 +27,7 @@ class SessionStore(db.SessionStore):
                 str(self.session_key),
                 salt=SALT,
                 serializer=self.serializer,
-                max_age=self.get_session_cookie_age(),
+                max_age=min(self.get_session_cookie_age(), SIGNED_SESSION_SECONDS),
             )
         except signing.BadSignature:
             self._session_key = None
