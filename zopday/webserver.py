@@ -7,14 +7,16 @@ threads each wait on one such client). Run as `python -m zopday.webserver --host
 
 import argparse
 import logging
-import re
+import threading
 import time
 from typing import Any
 
 from django.conf import settings
+from django.db import connections
 from waitress.channel import HTTPChannel
 from waitress.parser import HTTPRequestParser
 from waitress.server import TcpWSGIServer
+from waitress.utilities import Error
 
 from instances.process_limits import allow_open_files
 
@@ -27,9 +29,9 @@ IDLE_SECONDS = 20  # a body (or a kept-alive connection) that sends nothing for 
 BODY_GRACE_SECONDS = 30  # then a body must have come at MIN_BODY_RATE on average
 MIN_BODY_RATE = 1024  # bytes a second
 # Waitress keeps a body whole (on disk past 512 KiB) before Django sees it: only an image
-# upload's URL may send one larger than a form's, and only with a login or a token to show.
+# upload by a user who may upload there may send one larger than a form's, a few at a time.
 SMALL_BODY_BYTES = 16 * 2**20
-UPLOAD_PATH = re.compile(r"^/(api/v1/)?projects/[-\w]+/images/?$")
+LARGE_BODIES = 2  # held at once by one server; more are answered 503
 
 
 class BoundedAdjustments:
@@ -42,30 +44,79 @@ class BoundedAdjustments:
         return getattr(self.adjustments, name)
 
 
+class ServiceUnavailable(Error):
+    code = 503
+    reason = "Service Unavailable"
+
+
 class BodyLimitParser(HTTPRequestParser):
-    """A request parser that holds a body larger than a form's only for an image upload."""
+    """A request parser that holds a body larger than a form's only for an image upload by a
+    user who may upload there, while the server holds fewer than LARGE_BODIES others."""
 
     adj: Any  # waitress's Adjustments, or a request's BoundedAdjustments
+    holds_slot = False
+
+    def __init__(self, adj: Any, large_bodies: threading.Semaphore) -> None:
+        super().__init__(adj)
+        self.large_bodies = large_bodies
 
     def parse_header(self, header_plus: bytes) -> None:
         super().parse_header(header_plus)
+        if not (self.chunked or self.content_length > SMALL_BODY_BYTES):
+            return
         if not self.may_send_large_body():
             limit = min(SMALL_BODY_BYTES, self.adj.max_request_body_size)
             self.adj = BoundedAdjustments(self.adj, limit)
+        elif self.large_bodies.acquire(blocking=False):
+            self.holds_slot = True
+        else:
+            self.error = ServiceUnavailable("Too many uploads at once: try again shortly.")
+            self.completed = True
 
     def may_send_large_body(self) -> bool:
-        headers = self.headers
-        cookie = f"{settings.SESSION_COOKIE_NAME}="
-        shows_credentials = "AUTHORIZATION" in headers or cookie in headers.get("COOKIE", "")
-        return self.command == "POST" and shows_credentials and bool(UPLOAD_PATH.match(self.path))
+        """Asked in the I/O loop, once a request's headers announce a large body: so a failed
+        check refuses, and the loop's own database connection is closed after it."""
+        if self.command != "POST":
+            return False
+        from instances.services.uploads import upload_allowed  # after django.setup()
+
+        try:
+            return upload_allowed(
+                path=self.path,
+                cookie_header=self.headers.get("COOKIE", ""),
+                authorization_header=self.headers.get("AUTHORIZATION", ""),
+            )
+        except Exception:
+            log.exception("refused a large body: its credentials could not be checked")
+            return False
+        finally:
+            connections.close_all()  # this thread's only: the I/O loop holds none between
+
+    def close(self) -> None:
+        super().close()
+        self.release_slot()
+
+    def release_slot(self) -> None:
+        if self.holds_slot:
+            self.holds_slot = False
+            self.large_bodies.release()
 
 
 class DeadlineChannel(HTTPChannel):
     """A connection that notes when its request began and how much of it arrived."""
 
-    parser_class = BodyLimitParser
     request_started = 0.0
     request_bytes = 0
+    server: "DeadlineServer"
+
+    def parser_class(self, adj: Any) -> BodyLimitParser:
+        """Waitress makes each request's parser with this: one that knows the server's slots."""
+        return BodyLimitParser(adj, self.server.large_bodies)
+
+    def del_channel(self, map: Any = None) -> None:
+        super().del_channel(map)
+        if isinstance(self.request, BodyLimitParser):  # a body cut off; served ones are closed
+            self.request.release_slot()
 
     def received(self, data: bytes) -> bool:
         reading = self.request
@@ -92,6 +143,10 @@ class DeadlineServer(TcpWSGIServer):
     """Waitress's TCP server; its once-a-second sweep also closes requests sent too slowly."""
 
     channel_class = DeadlineChannel
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.large_bodies = threading.Semaphore(LARGE_BODIES)
+        super().__init__(*args, **kwargs)
 
     def maintenance(self, now: float) -> None:
         super().maintenance(now)  # idle connections (channel_timeout)
