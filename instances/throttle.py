@@ -1,6 +1,6 @@
-"""Throttled logins and API tokens, counted by django-axes: logins per user name and address, a
-known token's wrong secrets per token, unknown tokens per address. Past the limit the login page
-and the API answer 429 with Retry-After and say when to try again."""
+"""Throttled logins and API tokens, counted by django-axes per address: logins per user name, a
+known token's wrong secrets per token, unknown tokens together. Past the limit the login page and
+the API answer 429 with Retry-After and say when to try again."""
 
 import math
 from datetime import datetime, timedelta
@@ -10,7 +10,7 @@ from axes.backends import AxesStandaloneBackend
 from axes.handlers.database import AxesDatabaseHandler
 from axes.handlers.proxy import AxesProxyHandler
 from axes.helpers import get_client_parameters, get_client_username, get_cool_off
-from axes.models import AccessAttempt, AccessBase
+from axes.models import AccessAttempt
 from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.signals import user_login_failed
 from django.db.models import Max, Q
@@ -23,13 +23,12 @@ from instances.services.tokens import api_token_known_prefix
 
 # What token failures are counted under: no user can have these names (spaces and brackets are
 # not allowed in one), so bad tokens never lock a real user out. Unknown tokens count against
-# their address; a known token's wrong secrets against that token alone, so neither a guesser's
-# address nor another token's failures lock out the good tokens sent from the same address.
+# their address; a known token's wrong secrets against that token from that address, so one who
+# knows a token's prefix locks only his own address out of it, and his address's failures never
+# lock out the other tokens sent from it.
 TOKEN_USERNAME = "(api token)"
 TOKEN_CREDENTIALS = {"username": TOKEN_USERNAME}
 KNOWN_TOKEN_USERNAME = "(api token {prefix})"
-BY_USER_AND_ADDRESS = [["username", "ip_address"]]
-BY_USER = [["username"]]
 
 
 class LoginRecords(AxesDatabaseHandler):
@@ -55,15 +54,6 @@ class LoginThrottle(AxesStandaloneBackend):
         if request is None:
             return None
         return super().authenticate(request, username, password, **kwargs)
-
-
-def lockout_parameters(
-    request_or_attempt: HttpRequest | AccessBase, credentials: dict[str, Any] | None = None
-) -> list[list[str]]:
-    """What axes counts failures by (AXES_LOCKOUT_PARAMETERS): a known token by itself, from
-    whatever address; logins and unknown tokens by name and address."""
-    username = (credentials or {}).get("username") or getattr(request_or_attempt, "username", "")
-    return BY_USER if _names_known_token(str(username or "")) else BY_USER_AND_ADDRESS
 
 
 def _names_known_token(username: str) -> bool:
@@ -119,7 +109,9 @@ def lockout_response(
     response: HttpResponse
     username = str((credentials or {}).get("username", ""))
     if request.path.startswith("/api/") and _names_known_token(username):
-        detail = f"Too many bad secrets for this API token: try again after {when}."
+        detail = (
+            f"Too many bad secrets for this API token from your address: try again after {when}."
+        )
         response = JsonResponse({"detail": detail, "errors": {}}, status=429)
     elif request.path.startswith("/api/"):
         detail = f"Too many bad API tokens from your address: try again after {when}."

@@ -151,7 +151,7 @@ AUTHENTICATION_BACKENDS = [
 # address, that pair is refused for the cool-off (bad tokens count per address).
 AXES_FAILURE_LIMIT = envint("ZOPDAY_LOGIN_FAILURE_LIMIT", 10)
 AXES_COOLOFF_TIME = timedelta(minutes=envint("ZOPDAY_LOGIN_COOLOFF_MINUTES", 15))
-AXES_LOCKOUT_PARAMETERS = "instances.throttle.lockout_parameters"  # per token or per address
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]  # a user or token, from one address
 AXES_RESET_ON_SUCCESS = True
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False  # the time to retry that is told holds
 AXES_LOCKOUT_CALLABLE = "instances.throttle.lockout_response"

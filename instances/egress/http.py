@@ -49,7 +49,9 @@ class _PinnedAdapter(HTTPAdapter):
 
 def pin_session(session: requests.Session) -> requests.Session:
     """The session, its http and https connections pinned; EgressRefused before a byte goes
-    to a blocked address."""
+    to a blocked address. It takes no proxy or netrc from the worker's environment: a proxy
+    would be the address checked, and it would connect anywhere."""
+    session.trust_env = False
     adapter = _PinnedAdapter()
     session.mount("http://", adapter)
     session.mount("https://", adapter)
@@ -57,7 +59,5 @@ def pin_session(session: requests.Session) -> requests.Session:
 
 
 def pinned_session() -> requests.Session:
-    """A new pinned session that takes no proxy or netrc from the worker's environment."""
-    session = requests.Session()
-    session.trust_env = False
-    return pin_session(session)
+    """A new pinned session."""
+    return pin_session(requests.Session())

@@ -6,8 +6,9 @@
 4. record a GitSync row: commit, files changed, diff lines, problems, drift; audit it.
 
 A scheduled poll records a row only when there is something to say: a new commit, drift, or a
-failure other than the last one; a commit that failed is left alone until a new commit or Sync now.
-Syncs requested while one ran are run again after it.
+failure other than the last one. A commit refused for what it holds (unreadable YAML, its bounds,
+its shape) is left alone until a new commit or Sync now; any other failure is tried again at each
+poll. Syncs requested while one ran are run again after it.
 """
 
 import logging
@@ -75,6 +76,8 @@ def git_source_sync(*, source_id: int, trigger: str, requested_by: str = "") -> 
             sync.status = SyncStatus.FAILED
             sync.message = "The sync stopped on an unexpected error; the worker's log says which."
             worth_recording = True
+        if sync.trigger == SyncTrigger.SCHEDULE and _failed_as_last(source, sync):
+            worth_recording = False
         if worth_recording or sync.pk:
             sync.finished_at = timezone.now()
             sync.save()
@@ -95,7 +98,7 @@ def _run(source: GitSource, sync: GitSync) -> bool:
     except git.GitError as error:
         return _failed_fetch(source, sync, error)
     sync.sha, sync.subject, sync.author = commit.sha, commit.subject, commit.author
-    if sync.trigger == SyncTrigger.SCHEDULE and _failed_last(source, commit.sha):
+    if sync.trigger == SyncTrigger.SCHEDULE and _refused_last(source, commit.sha):
         return False
     actor = source.actor
     if actor is None:
@@ -110,6 +113,7 @@ def _run(source: GitSource, sync: GitSync) -> bool:
         sources = git.manifests(cache=cache, sha=commit.sha, path=source.path)
     except git.GitError as error:
         sync.status, sync.problems = SyncStatus.FAILED, [error.message]
+        sync.refused_content = not error.retryable  # no manifests, too many, too large
         sync.message = f"Nothing applied from {commit.sha[:10]}: {error.message}"
         return True
     plans: list[Plan] = []
@@ -119,6 +123,7 @@ def _run(source: GitSource, sync: GitSync) -> bool:
             plans = manifest_apply(sources=sources, actor=actor, dry_run=False)
         except ManifestInvalid as invalid:
             sync.problems = [str(problem) for problem in invalid.problems]
+            sync.refused_content = invalid.in_the_text
     if sync.problems:
         sync.status = SyncStatus.FAILED
         count = len(sync.problems)
@@ -130,11 +135,23 @@ def _run(source: GitSource, sync: GitSync) -> bool:
     return True
 
 
-def _failed_last(source: GitSource, sha: str) -> bool:
-    """The last sync recorded read this commit and failed: reading it again would fail again
-    (and a hostile commit would hold a worker at every poll)."""
+def _refused_last(source: GitSource, sha: str) -> bool:
+    """The last sync recorded refused this commit for what it holds: reading it again would
+    fail again (and a hostile commit would hold a worker at every poll)."""
     last = source.syncs.order_by("-started_at", "-id").first()
-    return last is not None and last.sha == sha and last.status == SyncStatus.FAILED
+    return last is not None and last.sha == sha and last.refused_content
+
+
+def _failed_as_last(source: GitSource, sync: GitSync) -> bool:
+    """The sync failed just as the last one recorded did: no news for a poll to record."""
+    last = source.syncs.exclude(pk=sync.pk).order_by("-started_at", "-id").first()
+    return (
+        sync.status == SyncStatus.FAILED
+        and last is not None
+        and last.status == SyncStatus.FAILED
+        and (last.sha, last.message, last.problems, last.drift)
+        == (sync.sha, sync.message, sync.problems, sync.drift)
+    )
 
 
 def _files(cache: Path, source: GitSource, commit: git.Commit) -> list[str]:
@@ -172,10 +189,7 @@ def _applied(
 def _failed_fetch(source: GitSource, sync: GitSync, error: git.GitError) -> bool:
     sync.status, sync.problems = SyncStatus.FAILED, [error.message]
     sync.message = f"Could not fetch {source.branch}: {error.message}"
-    if sync.trigger != SyncTrigger.SCHEDULE:
-        return True
-    last = source.syncs.order_by("-started_at", "-id").first()
-    return last is None or last.message != sync.message
+    return True
 
 
 def _audit(source: GitSource, sync: GitSync) -> None:

@@ -129,6 +129,7 @@ def documents_read(
     documents: list[Document] = []
     problems: list[Problem] = []
     first_seen: dict[tuple[str, str, str], str] = {}
+    from_vms = 0  # a VM's problems may lie in the console (its project may be made later)
     for source, text in sources:
         found, unreadable = _read(source, text)
         problems += unreadable
@@ -136,11 +137,13 @@ def documents_read(
         if kubernetes:
             from_kubernetes, refused = kubernetes_documents(source, text, kubernetes)
             problems += refused
+            from_vms += len(refused)
             for document in (Document(*declared) for declared in from_kubernetes):
                 key = (document.kind, document.project, document.name)
                 if key in first_seen:
                     message = f"{document.name} is declared twice: also at {first_seen[key]}."
                     problems.append(Problem(document.where, "name", message))
+                    from_vms += 1
                     continue
                 first_seen[key] = document.where
                 documents.append(document)
@@ -180,5 +183,5 @@ def documents_read(
             first_seen[key] = where
             documents.append(document)
     if problems:
-        raise ManifestInvalid(problems)
+        raise ManifestInvalid(problems, in_the_text=len(problems) > from_vms)
     return documents

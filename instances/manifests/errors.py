@@ -24,11 +24,13 @@ class Problem:
 
 
 class ManifestInvalid(Exception):
-    """The manifest cannot be applied; nothing was changed."""
+    """The manifest cannot be applied; nothing was changed. `in_the_text`: some problem lies in
+    the text alone (unreadable YAML, its bounds, a document's shape), so only new text mends it."""
 
-    def __init__(self, problems: list[Problem]) -> None:
+    def __init__(self, problems: list[Problem], *, in_the_text: bool = False) -> None:
         super().__init__("\n".join(str(problem) for problem in problems))
         self.problems = problems
+        self.in_the_text = in_the_text
 
 
 def schema_problems(error: SchemaValidationError, where: str) -> list[Problem]:

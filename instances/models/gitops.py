@@ -75,6 +75,11 @@ class GitSync(models.Model):
     problems = models.JSONField(default=list, blank=True, help_text="file:line: message")
     drift = models.JSONField(default=list, blank=True)
     message = models.TextField(blank=True)
+    refused_content = models.BooleanField(
+        default=False,
+        help_text="Refused for what the commit holds (unreadable YAML, its bounds, its shape): "
+        "polls leave the commit alone until a new one or Sync now.",
+    )
     started_at = models.DateTimeField(auto_now_add=True, db_index=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

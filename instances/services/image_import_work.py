@@ -179,11 +179,10 @@ def _download(image_import: ImageImport, part: Path, transfer: "Transfer") -> st
 def _hold(image_import: ImageImport, size: int, ahead: int = 0) -> int:
     """Hold `size` bytes of the project's quota for the import (`ahead` more when they fit, so
     a file of unknown size takes the lock now and then); FetchError when `size` does not fit."""
-    if ahead and not image_import_hold(image_import=image_import, size=size + ahead):
-        return size + ahead
-    if message := image_import_hold(image_import=image_import, size=size):
+    held, message = image_import_hold(image_import=image_import, size=size, ahead=ahead)
+    if message:
         raise url_fetch.FetchError(message)
-    return size
+    return held
 
 
 def _progress(image_import: ImageImport, done: int, rate: float) -> None:

@@ -47,17 +47,19 @@ def quota_refusal(project: Project, size: int, excluding_import: int | None = No
     )
 
 
-def image_import_hold(*, image_import: ImageImport, size: int) -> str:
-    """Hold `size` bytes of the quota for an import under way, under the project's lock; why
-    not ("" when held). A refused import lets go of what it held, for the others at once."""
+def image_import_hold(*, image_import: ImageImport, size: int, ahead: int = 0) -> tuple[int, str]:
+    """Hold `size` bytes of the quota for an import under way (`ahead` more when they fit), under
+    the project's lock: the bytes now held, and why not ("" when held). A refusal keeps what the
+    import held, so no other import takes it between two tries."""
     mine = ImageImport.objects.filter(pk=image_import.pk)
     with transaction.atomic():
         Project.objects.select_for_update().filter(pk=image_import.project_id).first()
-        if message := quota_refusal(image_import.project, size, excluding_import=image_import.pk):
-            mine.update(bytes_reserved=0)
-            return message
-        mine.update(bytes_reserved=size)
-    return ""
+        for wanted in (size + ahead, size) if ahead else (size,):
+            message = quota_refusal(image_import.project, wanted, excluding_import=image_import.pk)
+            if not message:
+                mine.update(bytes_reserved=wanted)
+                return wanted, ""
+        return int(mine.values_list("bytes_reserved", flat=True).first() or 0), message
 
 
 def size_text(size: int) -> str:

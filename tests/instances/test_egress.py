@@ -11,12 +11,15 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+import requests
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
 from instances import url_fetch
 from instances.choices import GitAuth, SyncStatus
 from instances.containerdisks.skopeo import plain_http
+from instances.egress import EgressRefused
+from instances.egress.http import pin_session, pinned_session
 from instances.gitops.services import SourceRequest, git_source_save
 from instances.gitops.sync import git_source_sync
 from instances.models import ImageImport
@@ -381,3 +384,60 @@ def test_the_endpoint_allow_list_is_matched_on_the_host_every_client_reads(setti
     for url in ("http://127.0.0.1:8202\\@allowed.example:443/",
                 "https://user@allowed.example:443/", "http://[::1"):  # fmt: skip
         assert endpoint_refusal(url, owner) != ""
+
+
+# ---- proxies named by the environment ---------------------------------------
+
+
+@pytest.fixture
+def proxied(settings, monkeypatch, resolving) -> Iterator[Listener]:
+    """A proxy that the worker's environment names, on an address the policy allows (it
+    answers every request itself), and blocked.example, a name of a blocked address."""
+    settings.ZOPDAY_EGRESS_BLOCKED_NETWORKS = ["127.0.0.2/32"]
+    settings.ZOPDAY_IMPORT_BLOCKED_NETWORKS = ["127.0.0.2/32"]
+    resolving("blocked.example", ["127.0.0.2"])
+    proxy = Listener()
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.setenv(name, f"http://127.0.0.1:{proxy.port}")
+        monkeypatch.setenv(name.lower(), f"http://127.0.0.1:{proxy.port}")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    yield proxy
+    proxy.stop()
+
+
+PINNED_SESSIONS = {
+    "a cloud SDK's own session": lambda: pin_session(requests.Session()),
+    "a new pinned session": pinned_session,
+}
+
+
+@pytest.mark.parametrize("make", PINNED_SESSIONS.values(), ids=PINNED_SESSIONS)
+def test_a_proxy_in_the_environment_takes_no_pinned_session_past_the_policy(proxied, make):
+    blocked, allowed = Listener("127.0.0.2"), Listener()
+    try:
+        session = make()
+        with pytest.raises(EgressRefused):
+            session.get(f"http://blocked.example:{blocked.port}/", timeout=10)
+        assert session.get(f"http://127.0.0.1:{allowed.port}/", timeout=10).status_code == 200
+        assert (proxied.connections, blocked.connections, allowed.connections) == (0, 0, 1)
+    finally:
+        blocked.stop()
+        allowed.stop()
+
+
+def test_a_proxy_in_the_environment_takes_no_cloud_client_past_the_policy(
+    proxied, project, operator
+):
+    blocked = Listener("127.0.0.2")
+    forget_clients()
+    try:
+        account = account_create(project=project, actor=None, name="Cloud",
+                                 access_key_id="A", secret_access_key="S",
+                                 endpoint_url=f"http://blocked.example:{blocked.port}/")  # fmt: skip
+        said = account_check(account=account, actor=operator).last_check_message
+    finally:
+        forget_clients()
+        blocked.stop()
+    assert REFUSED in said
+    assert (proxied.connections, blocked.connections) == (0, 0)

@@ -19,7 +19,7 @@ from django.utils import timezone
 from instances.backends.qemu.images import GIB
 from instances.choices import ImageKind, ImportStatus
 from instances.models import AuditEvent, Image, ImageImport
-from instances.services import image_import_work, import_slots
+from instances.services import image_import_work, image_quota, import_slots
 from instances.services.image_import_work import image_import_run, image_imports_sweep
 from tests.instances.api.helpers import errors_of
 from tests.instances.image_files import polyglot
@@ -428,3 +428,34 @@ def test_imports_running_together_never_take_the_project_past_its_image_quota(
     assert all("past their quota of 1.0 MiB" in message for _, message in outcomes[1:])
     stored = sum(path.stat().st_size for path in (images_dir / "uploads" / "alpha").iterdir())
     assert stored <= GIB / 1024 and len(left_in(images_dir)) == 1
+
+
+def running_import(project, name: str, reserved: int) -> ImageImport:
+    return ImageImport.objects.create(
+        project=project, name=name, format="raw", url=f"http://{name}.invalid/disk.img",
+        status=ImportStatus.RUNNING, bytes_reserved=reserved,
+    )  # fmt: skip
+
+
+def test_a_refused_read_ahead_never_lets_go_of_what_the_import_held(project, settings, monkeypatch):
+    settings.ZOPDAY_PROJECT_IMAGE_QUOTA_GB = 1 / 1024  # 1 MiB
+    kib = 1024
+    mine, rival = running_import(project, "mine", 600 * kib), running_import(project, "rival", 0)
+    seen: list[int] = []
+    refusal = image_quota.quota_refusal
+
+    def watched(*args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(ImageImport.objects.get(pk=mine.pk).bytes_reserved)
+        return refusal(*args, **kwargs)
+
+    monkeypatch.setattr(image_quota, "quota_refusal", watched)
+    # the read-ahead does not fit, the bytes that arrived do
+    assert image_import_work._hold(mine, 700 * kib, ahead=400 * kib) == 700 * kib
+    assert seen == [600 * kib, 600 * kib]  # never 0 between the two tries
+
+    with pytest.raises(image_import_work.url_fetch.FetchError, match="past their quota"):
+        image_import_work._hold(mine, 1100 * kib, ahead=64 * kib)
+    mine.refresh_from_db()
+    assert mine.bytes_reserved == 700 * kib
+    held, message = image_quota.image_import_hold(image_import=rival, size=400 * kib)
+    assert (held, "past their quota" in message) == (0, True)

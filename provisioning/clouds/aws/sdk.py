@@ -64,6 +64,7 @@ def client_config(quick: bool = False) -> Config:
     quick_timeout = settings.ZOPDAY_CLOUD_CHECK_TIMEOUT
     return Config(
         retries={"max_attempts": 1, "mode": "standard"},
+        proxies={},  # not None, which reads HTTP(S)_PROXY: the policy checks whom it connects to
         connect_timeout=min(5, quick_timeout) if quick else 10,
         read_timeout=quick_timeout if quick else 60,
         user_agent_extra="zopday-console",

@@ -219,12 +219,12 @@ def test_a_commit_nested_ten_thousand_deep_is_a_message_at_its_line(repo, sync):
     assert done.problems[0].endswith("nest over 64 levels deep here: keep to a few levels.")
 
 
-def test_a_commit_that_failed_is_read_again_on_sync_now_not_at_each_poll(
-    repo, sync, source, monkeypatch
-):
+@pytest.fixture
+def reads(monkeypatch) -> list[str]:
+    """The first file of each commit the syncs read the manifests of."""
     from instances.gitops import sync as sync_module
 
-    read = []
+    read: list[str] = []
     real_apply = sync_module.manifest_apply
 
     def apply_and_count(**arguments):  # type: ignore[no-untyped-def]
@@ -232,15 +232,48 @@ def test_a_commit_that_failed_is_read_again_on_sync_now_not_at_each_poll(
         return real_apply(**arguments)
 
     monkeypatch.setattr(sync_module, "manifest_apply", apply_and_count)
-    bad = WEB_1.replace("local-1a", "mars-1a")
-    repo.commit({"manifests/web-1.yaml": bad}, "Go to Mars")
-    assert sync(SyncTrigger.SCHEDULE).status == SyncStatus.FAILED  # news: a new commit
+    return read
+
+
+def test_a_bomb_commit_is_read_again_on_sync_now_not_at_each_poll(repo, sync, source, reads):
+    repo.commit({"manifests/web-1.yaml": WEB_1.replace("spec:\n", "spec:\n" + LAUGHS)}, "Laugh")
+    refused = sync(SyncTrigger.SCHEDULE)  # news: a new commit
+    assert (refused.status, refused.refused_content) == (SyncStatus.FAILED, True)
     assert sync(SyncTrigger.SCHEDULE) is None  # the same commit: left alone
     assert sync(SyncTrigger.SCHEDULE) is None
-    assert len(read) == 1 and source.syncs.count() == 1
+    assert len(reads) == 1 and source.syncs.count() == 1
     again = sync(SyncTrigger.MANUAL)  # Sync now
-    assert again.status == SyncStatus.FAILED and len(read) == 2
-    assert sync(SyncTrigger.SCHEDULE) is None and len(read) == 2
-    fixed = repo.commit({"manifests/web-1.yaml": WEB_1}, "Back to Earth")
+    assert again.status == SyncStatus.FAILED and len(reads) == 2
+    assert sync(SyncTrigger.SCHEDULE) is None and len(reads) == 2
+    fixed = repo.commit({"manifests/web-1.yaml": WEB_1}, "Defuse")
     done = sync(SyncTrigger.SCHEDULE)  # a new commit
-    assert (done.status, done.sha, len(read)) == (SyncStatus.APPLIED, fixed, 3)
+    assert (done.status, done.sha, len(reads)) == (SyncStatus.APPLIED, fixed, 3)
+
+
+def test_a_commit_naming_a_missing_subnet_is_applied_at_the_poll_after_it_is_made(
+    repo, sync, source, project, reads
+):
+    from tests.factories import SubnetFactory
+
+    sha = repo.commit({"manifests/web-1.yaml": WEB_1.replace("backend", "frontend")}, "Front")
+    failed = sync(SyncTrigger.SCHEDULE)
+    assert (failed.status, failed.refused_content) == (SyncStatus.FAILED, False)
+    assert failed.problems[0].endswith("nics-0-subnet: Choose a subnet of this project.")
+    assert sync(SyncTrigger.SCHEDULE) is None  # tried again; the same failure is no news
+    assert len(reads) == 2 and source.syncs.count() == 1
+    SubnetFactory(project=project, name="frontend", cidr_v4="10.30.0.0/24", gateway="10.30.0.1")
+    done = sync(SyncTrigger.SCHEDULE)
+    assert (done.status, done.sha, len(reads)) == (SyncStatus.APPLIED, sha, 3)
+    assert Instance.objects.get().nics.get().subnet.name == "frontend"
+
+
+def test_a_source_without_an_acting_user_is_synced_at_the_poll_after_it_gets_one(
+    repo, sync, source, owner
+):
+    repo.commit({"manifests/web-1.yaml": WEB_1}, "Add web-1")
+    GitSource.objects.filter(pk=source.pk).update(actor=None)
+    failed = sync(SyncTrigger.SCHEDULE)
+    assert failed.status == SyncStatus.FAILED and "no acting user" in failed.message
+    assert sync(SyncTrigger.SCHEDULE) is None
+    GitSource.objects.filter(pk=source.pk).update(actor=owner)
+    assert sync(SyncTrigger.SCHEDULE).status == SyncStatus.APPLIED

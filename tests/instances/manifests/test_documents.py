@@ -187,3 +187,22 @@ def test_nesting_ten_thousand_deep_is_a_message_at_its_line(refused):
         ": Lists and mappings nest over 64 levels deep here: keep to a few levels."
     )
     assert_nothing_created()
+
+
+def test_only_problems_that_new_text_alone_mends_are_said_to_lie_in_the_text(project):
+    """A synced repository's commit is not read again at each poll for those (gitops.sync)."""
+    from instances.manifests.documents import documents_read
+    from instances.manifests.errors import ManifestInvalid
+    from instances.manifests.kinds import KINDS
+    from tests.instances.manifests.test_vm_import import VM
+
+    def in_the_text(text: str) -> bool:
+        with pytest.raises(ManifestInvalid) as invalid:
+            documents_read(sources=[("a.yaml", text)], kinds=KINDS)
+        return invalid.value.in_the_text
+
+    assert in_the_text(MANIFEST + "  bad: [\n")
+    assert in_the_text(MANIFEST.replace("spec:\n", "spec:\n" + billion_laughs("  ")))
+    assert in_the_text(MANIFEST.replace("kind: Instance", "kind: Nothing"))
+    # a VM naming a project that may be made later
+    assert not in_the_text(VM.replace("zopday.io/project: alpha", "zopday.io/project: later"))
