@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from instances import url_fetch
 from instances.backends.base import BackendError
+from instances.backends.qemu.formats import FORMAT_NAMES
 from instances.backends.qemu.images import QemuImg
 from instances.choices import ImageKind, ImportFormat, ImportStatus
 from instances.import_pace import Pace
@@ -198,12 +199,12 @@ def _convert_raw(part: Path, converted: Path) -> None:
     """A raw disk as qcow2; a file that is some other format, or no disk, is refused."""
     qemu_img = QemuImg()
     try:
-        probed = qemu_img.probe(part).get("format", "raw")
+        probed = str(qemu_img.probe(part)["format"])
         if probed != "raw":
             raise url_fetch.FetchError(
-                f"This file is a {probed} image, not a raw disk: import it as {probed}."
+                f"This file is {FORMAT_NAMES[probed]}, not a raw disk: import it as {probed}."
                 if probed in ImportFormat.values
-                else f"This file is a {probed} image, not a raw disk: convert it to qcow2."
+                else f"This file is {FORMAT_NAMES[probed]}, not a raw disk: convert it to qcow2."
             )
         if part.stat().st_size % 512:
             raise url_fetch.FetchError(

@@ -1,17 +1,16 @@
 """Images users register (a qcow2 cloud image or an ISO uploaded into the project's folder of the
 images directory), checked before they are kept; and their removal.
 
-qemu-img probes every file, told no format: a qcow2 must be standalone (a backing or external
-data file would expose host files), pass qemu-img check and stay within
-ZOPDAY_IMAGE_MAX_VIRTUAL_GB; an ISO must be raw to qemu-img and ISO 9660. Uploads
-stay within ZOPDAY_PROJECT_IMAGE_QUOTA_GB; a file that fails is removed at once.
+Every file's real format is read from its header, whatever kind is claimed: a qcow2 must be
+standalone (a backing or external data file would expose host files), pass qemu-img check and
+stay within ZOPDAY_IMAGE_MAX_VIRTUAL_GB; an ISO must have no image header and be ISO 9660.
+Uploads stay within ZOPDAY_PROJECT_IMAGE_QUOTA_GB; a file that fails is removed at once.
 """
 
 import math
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
 
 import pycdlib
 from django.conf import settings
@@ -24,6 +23,7 @@ from django.db.models import ProtectedError, Q
 from instances import actions
 from instances.access import project_role
 from instances.backends.base import BackendError
+from instances.backends.qemu.formats import FORMAT_NAMES
 from instances.backends.qemu.images import GIB, QemuImg, standalone_refusal
 from instances.choices import ImageKind, OsType
 from instances.disk_full import freeing_space
@@ -35,6 +35,7 @@ from instances.services.image_quota import size_text as _size
 from instances.validators import validate_object_name
 
 UPLOAD_KINDS: dict[str, str] = {ImageKind.QCOW2: "qcow2", ImageKind.ISO: "iso"}
+UNREADABLE = "qemu-img cannot read this image: upload a sound qcow2 image or an ISO."
 
 
 def image_upload(
@@ -221,21 +222,18 @@ def image_size_refusal(project: Project, size: int, *, import_id: int | None = N
 
 
 def image_file_check(path: Path, kind: str) -> int:
-    """The smallest root disk (GB) the image needs; ValidationError at `file` unless qemu-img,
-    told no format, reads it as a sound standalone image of its kind (uploads, imports, the
-    admin): a file that is both an ISO and a qcow2 naming a host file must never pass."""
+    """The smallest root disk (GB) the image needs; ValidationError at `file` unless the file's
+    header says it is of its kind and it is sound and standalone (uploads, imports, the admin):
+    a file that is both an ISO and a qcow2 naming a host file must never pass."""
     qemu_img = QemuImg()
     try:
         info = qemu_img.probe(path)
-    except BackendError as error:
-        raise ValidationError({"file": error.message}) from None
+    except BackendError:  # what qemu-img said is logged: it may name host files
+        raise ValidationError({"file": UNREADABLE}) from None
+    if refusal := _kind_refusal(str(info["format"]), kind):
+        raise ValidationError({"file": refusal})
     if kind == ImageKind.ISO:
-        return _check_iso(path, info)
-    if info.get("format") != "qcow2":
-        raise ValidationError(
-            {"file": "qemu-img cannot read this as a qcow2 image: upload a standalone qcow2 "
-                     "cloud image, or convert one with qemu-img convert -O qcow2."}
-        )  # fmt: skip
+        return _check_iso(path)
     if standalone_refusal(info, "qcow2"):
         raise ValidationError(
             {"file": "This qcow2 image depends on another file (a backing file or an external "
@@ -251,11 +249,24 @@ def image_file_check(path: Path, kind: str) -> int:
     return max(1, math.ceil(virtual / GIB))
 
 
-def _check_iso(path: Path, info: dict[str, Any]) -> int:
-    if reason := standalone_refusal(info, "raw"):  # an ISO that is also a qcow2, say
-        raise ValidationError(
-            {"file": f"This is not a plain ISO image: {reason} Upload an ISO 9660 image."}
+def _kind_refusal(found: str, kind: str) -> str:
+    """Why a file whose header says `found` is not of `kind` ("" when it may be)."""
+    if kind == ImageKind.ISO and found != "raw":
+        return f"This file is {FORMAT_NAMES[found]}, not an ISO: upload a qcow2 image or an ISO."
+    if kind == ImageKind.QCOW2 and found == "raw":
+        return (
+            "This file is not a qcow2 image: upload a standalone qcow2 cloud image, or convert "
+            "one with qemu-img convert -O qcow2."
         )
+    if kind == ImageKind.QCOW2 and found != "qcow2":
+        return (
+            f"This file is {FORMAT_NAMES[found]}, not a qcow2 image: upload a qcow2 image or an "
+            "ISO (qemu-img convert -O qcow2 makes one)."
+        )
+    return ""
+
+
+def _check_iso(path: Path) -> int:
     iso = pycdlib.PyCdlib()
     try:
         iso.open(str(path))

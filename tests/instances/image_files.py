@@ -3,6 +3,7 @@ backing file is a decoy: the attack on image kinds. The qcow2 leaves the rest of
 starts at 32 KiB (its system area before is never read), so both fit in one file."""
 
 import io
+import os
 import subprocess
 from pathlib import Path
 
@@ -58,4 +59,23 @@ def iso(folder: Path, name: str = "tools.iso") -> Path:
     path = folder / name
     image.write(str(path))
     image.close()
+    return path
+
+
+def fifo_decoy(folder: Path) -> Path:
+    """A decoy no one writes to: whatever opens it to read waits there, so a test that returns
+    shows it was never opened."""
+    path = folder / "decoy-fifo"
+    os.mkfifo(path)
+    return path
+
+
+def vmdk_descriptor(folder: Path, extent: Path, name: str = "disk.vmdk") -> Path:
+    """A VMDK text descriptor whose one extent is `extent`: qemu-img told no format opens it."""
+    path = folder / name
+    path.write_text(
+        "# Disk DescriptorFile\nversion=1\nCID=fffffffe\nparentCID=ffffffff\n"
+        'createType="monolithicFlat"\n\n# Extent description\n'
+        f'RW 2048 FLAT "{extent}" 0\n\nddb.adapterType = "ide"\n'
+    )
     return path

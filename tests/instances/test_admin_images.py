@@ -71,7 +71,7 @@ def test_an_images_kind_is_fixed_once_registered_whatever_saves_it(registered_po
 @pytest.mark.parametrize(
     ("kind", "message"),
     [
-        (ImageKind.ISO, "This is not a plain ISO image: qemu-img reads it as a qcow2 image"),
+        (ImageKind.ISO, "This file is a qcow2 image, not an ISO: upload a qcow2 image or an ISO."),
         (ImageKind.QCOW2, "This qcow2 image depends on another file (a backing file"),
     ],
 )

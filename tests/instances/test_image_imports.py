@@ -22,7 +22,7 @@ from instances.models import AuditEvent, Image, ImageImport
 from instances.services import image_import_work, image_quota, import_slots
 from instances.services.image_import_work import image_import_run, image_imports_sweep
 from tests.instances.api.helpers import errors_of
-from tests.instances.image_files import polyglot
+from tests.instances.image_files import fifo_decoy, polyglot, vmdk_descriptor
 from tests.instances.test_images import data_file_image, iso, qcow2
 
 pytestmark = pytest.mark.django_db
@@ -169,14 +169,16 @@ def test_addresses_of_this_machine_or_link_local_ones_are_never_fetched(
 @pytest.mark.parametrize(
     ("content", "options", "field", "message"),
     [
-        ("text", {}, "url", "qemu-img cannot read this as a qcow2 image"),
+        ("text", {}, "url", "This file is not a qcow2 image"),
         ("backed", {}, "url", "depends on another file"),
         ("qcow2", {"sha256": "0" * 64}, "sha256", "check the checksum"),
         ("stall", {}, "url", "stopped sending for 1 s"),
         ("short", {}, "url", "broke the download off before the end"),
         ("qcow2-as-raw", {"format": "raw"}, "url", "This file is a qcow2 image, not a raw disk"),
         ("odd-raw", {"format": "raw"}, "url", "not a whole number of 512-byte sectors"),
-        ("iso-and-qcow2", {"format": "iso"}, "url", "qemu-img reads it as a qcow2 image"),
+        ("iso-and-qcow2", {"format": "iso"}, "url", "This file is a qcow2 image, not an ISO"),
+        ("vmdk", {"format": "raw"}, "url", "This file is a VMDK image, not a raw disk: convert"),
+        ("vmdk", {"format": "iso"}, "url", "This file is a VMDK image, not an ISO"),
     ],
 )  # fmt: skip
 def test_a_download_that_goes_wrong_fails_at_its_field_and_leaves_nothing(
@@ -192,6 +194,7 @@ def test_a_download_that_goes_wrong_fails_at_its_field_and_leaves_nothing(
         "qcow2-as-raw": (good, {}),
         "odd-raw": (b"x" * 1000, {}),
         "iso-and-qcow2": (polyglot(tmp_path).read_bytes(), {}),
+        "vmdk": (vmdk_descriptor(tmp_path, fifo_decoy(tmp_path)).read_bytes(), {}),
     }
     body, serving = bodies[content]
     image_server.serve("/image", body, **serving)

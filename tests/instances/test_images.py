@@ -17,7 +17,7 @@ from instances.choices import ImageKind
 from instances.models import AuditEvent, Disk, Image
 from tests.factories import ImageFactory
 from tests.instances.api.helpers import Api
-from tests.instances.image_files import polyglot
+from tests.instances.image_files import fifo_decoy, polyglot, vmdk_descriptor
 
 pytestmark = pytest.mark.django_db
 
@@ -97,8 +97,8 @@ def test_an_uploaded_iso_says_where_it_is_used(client_for, project, images_dir, 
 @pytest.mark.parametrize(
     ("kind", "make", "message"),
     [
-        ("qcow2", lambda folder: folder / "raw.img", "qemu-img cannot read this as a qcow2 image: "
-                                                     "upload a standalone qcow2 cloud image"),
+        ("qcow2", lambda folder: folder / "raw.img", "This file is not a qcow2 image: upload a "
+                                                     "standalone qcow2 cloud image"),
         ("qcow2", lambda folder: data_file_image(folder),
          "This qcow2 image depends on another file (a backing file"),
         ("qcow2", lambda folder: qcow2(folder, "overlay.qcow2", backing=folder / "raw.img"),
@@ -128,14 +128,53 @@ def test_a_file_both_an_iso_and_a_qcow2_naming_a_host_file_is_refused_as_an_iso(
         client_for("operator").post(reverse("image-list", args=[project.slug]), data).text
     )
     assert (
-        '<p class="error" id="file-error">This is not a plain ISO image: qemu-img reads it as a '
-        "qcow2 image, not a raw disk or ISO image."
+        '<p class="error" id="file-error">This file is a qcow2 image, not an ISO: upload a qcow2 '
+        "image or an ISO."
     ) in page
     with attack.open("rb") as file:
         fields = {"file": file, "name": "tools", "kind": "iso"}
         response = api_for("operator").upload("/projects/alpha/images", fields)
     assert response.status_code == 422
-    assert "qemu-img reads it as a qcow2 image" in response.json()["errors"]["file"][0]
+    assert "This file is a qcow2 image, not an ISO" in response.json()["errors"]["file"][0]
+    assert not Image.objects.exists() and left_in(images_dir) == []
+
+
+@pytest.mark.parametrize(
+    ("kind", "message"),
+    [
+        ("iso", "This file is a VMDK image, not an ISO: upload a qcow2 image or an ISO."),
+        ("qcow2", "This file is a VMDK image, not a qcow2 image: upload a qcow2 image or an ISO"),
+    ],
+)
+def test_a_vmdk_naming_a_host_file_is_refused_without_the_file_being_opened(
+    client_for, project, images_dir, tmp_path, kind, message
+):
+    decoy = fifo_decoy(tmp_path)  # an open of it would wait for a writer that never comes
+    data = {"name": "tools", "kind": kind, "os_type": "linux",
+            "file": upload(vmdk_descriptor(tmp_path, decoy))}  # fmt: skip
+    page = html.unescape(
+        client_for("operator").post(reverse("image-list", args=[project.slug]), data).text
+    )
+    assert '<p class="error" id="file-error">' + message in page
+    assert str(tmp_path) not in page and "decoy" not in page
+    assert not Image.objects.exists() and left_in(images_dir) == []
+
+
+def test_what_qemu_img_says_of_a_file_it_cannot_read_is_not_shown(
+    client_for, project, images_dir, tmp_path, caplog
+):
+    broken = tmp_path / "broken.qcow2"
+    broken.write_bytes(b"QFI\xfb\0\0\0\3".ljust(4096, b"\0"))  # a qcow2 header, all zero
+    data = {"name": "mine", "kind": "qcow2", "os_type": "linux", "file": upload(broken)}
+    page = html.unescape(
+        client_for("operator").post(reverse("image-list", args=[project.slug]), data).text
+    )
+    assert (
+        '<p class="error" id="file-error">qemu-img cannot read this image: upload a sound qcow2 '
+        "image or an ISO.</p>"
+    ) in page
+    assert str(images_dir) in caplog.text  # qemu-img's own words, which name the file, logged
+    assert str(images_dir) not in page and ".upload-" not in page
     assert not Image.objects.exists() and left_in(images_dir) == []
 
 

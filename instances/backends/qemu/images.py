@@ -2,25 +2,35 @@
 
 A running QEMU holds a write lock on its images; the backend uses QMP for running machines and
 these only when the machine is stopped (reads pass `-U`, which is safe for metadata). Every call
-names the format: a probed one could be a file that names host files (only `probe` guesses).
+names the format: a probed one could be a file that names host files (`probe` reads the header).
 """
 
 import json
+import logging
 import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 from instances.backends.base import BackendError
+from instances.backends.qemu.formats import (
+    FORMAT_NAMES,
+    UnreadableImage,
+    detect_format,
+    qcow2_dependency,
+    read_ends,
+)
 
+log = logging.getLogger(__name__)
 GIB = 1024**3
 CHECK_SOUND = (0, 3)  # qemu-img check: no errors, or only leaked clusters
 CHECK_CORRUPT = 2
-FORMAT_NAMES = {"qcow2": "a qcow2 image", "raw": "a raw disk or ISO image"}
+READ_FORMATS = ("qcow2", "raw")  # the formats the console hands qemu-img to read
 
 
 class QemuImg:
-    """The qemu-img binary; failures become BackendError with qemu-img's own last line."""
+    """The qemu-img binary; failures become BackendError with qemu-img's own last line (but
+    those of `probe`, which reads files users gave)."""
 
     def __init__(self, binary: str = "qemu-img") -> None:
         self.binary = binary
@@ -74,9 +84,25 @@ class QemuImg:
         return dict(json.loads(self._run(argv, f"read {path.name}")))
 
     def probe(self, path: Path) -> dict[str, Any]:
-        """What qemu-img reads of the file when told no format: what the file really is."""
-        argv = [self.binary, "info", "-U", "--output=json", str(path)]
-        return dict(json.loads(self._run(argv, f"read {path.name}")))
+        """What the file really is: its format read from its header, then what qemu-img, told
+        that format, reads of a raw file or a qcow2 naming no other file (else only "format",
+        and "depends-on" for a qcow2 naming one). BackendError never quotes qemu-img."""
+        try:
+            header, trailer = read_ends(path)
+        except UnreadableImage as error:
+            raise BackendError(str(error)) from None
+        found = detect_format(header, trailer)
+        depends_on = qcow2_dependency(header) if found == "qcow2" else ""
+        if found not in READ_FORMATS or depends_on:
+            return {"format": found, "depends-on": depends_on}
+        try:
+            return self.info(path, found)
+        except BackendError as error:  # its words may name files: logged, not shown
+            log.warning("qemu-img could not read %s as %s: %s", path, found, error.message)
+            raise BackendError(
+                f"qemu-img cannot read {path.name} as {FORMAT_NAMES[found]}.",
+                retryable=error.retryable,
+            ) from None
 
     def require_standalone(self, path: Path, fmt: str) -> dict[str, Any]:
         """The probe of a file that must be a `fmt` image naming no other file; BackendError
@@ -123,15 +149,17 @@ class QemuImg:
 
 
 def standalone_refusal(info: dict[str, Any], fmt: str) -> str:
-    """Why the image qemu-img probed (`info`) is not a standalone `fmt` image ("" when it is):
+    """Why the probed image (`info`) is not a standalone `fmt` image ("" when it is):
     a file of two formats, or one naming a host file, would let a guest read that file."""
     probed = str(info.get("format") or "unknown")
     if probed != fmt:
-        return f"qemu-img reads it as {FORMAT_NAMES.get(probed, probed)}, not {FORMAT_NAMES[fmt]}."
-    if info.get("backing-filename") or info.get("full-backing-filename"):
+        return f"it is {FORMAT_NAMES.get(probed, probed)}, not {FORMAT_NAMES[fmt]}."
+    depends_on = info.get("depends-on")
+    backing = info.get("backing-filename") or info.get("full-backing-filename")
+    if depends_on == "a backing file" or backing:
         return "it names a backing file, so it depends on another file."
     data = info.get("format-specific", {}).get("data", {})
-    if data.get("data-file") or data.get("data-file-raw"):
+    if depends_on or data.get("data-file") or data.get("data-file-raw"):
         return "it names an external data file, so it depends on another file."
     return ""
 
