@@ -43,7 +43,9 @@ def polyglot(folder: Path, name: str = "polyglot.iso", backing: Path | None = No
     return path
 
 
-def qcow2(folder: Path, name: str, size: str, backing: Path | None = None) -> Path:
+def qcow2(
+    folder: Path, name: str = "cloud.qcow2", size: str = "3G", backing: Path | None = None
+) -> Path:
     path = folder / name
     argv = ["qemu-img", "create", "-q", "-f", "qcow2"]
     if backing is not None:

@@ -17,7 +17,7 @@ from instances.choices import ImageKind
 from instances.models import AuditEvent, Disk, Image
 from tests.factories import ImageFactory
 from tests.instances.api.helpers import Api
-from tests.instances.image_files import fifo_decoy, polyglot, vmdk_descriptor
+from tests.instances.image_files import fifo_decoy, polyglot, qcow2, vmdk_descriptor
 
 pytestmark = pytest.mark.django_db
 
@@ -26,15 +26,6 @@ pytestmark = pytest.mark.django_db
 def images_dir(settings, tmp_path):
     settings.ZOPDAY_IMAGES_DIR = tmp_path / "images"
     return settings.ZOPDAY_IMAGES_DIR
-
-
-def qcow2(folder: Path, name: str = "cloud.qcow2", size: str = "3G", backing: Path | None = None):
-    path = folder / name
-    argv = ["qemu-img", "create", "-q", "-f", "qcow2"]
-    if backing is not None:
-        argv += ["-b", str(backing), "-F", "raw"]
-    subprocess.run([*argv, str(path), size], check=True)
-    return path
 
 
 def data_file_image(folder: Path) -> Path:
