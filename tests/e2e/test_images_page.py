@@ -29,7 +29,7 @@ def test_an_operator_uploads_a_cloud_image_and_removes_it(page, login, project, 
     form.get_by_label("Kind").select_option("qcow2")
     form.locator("input[type=file]").set_input_files(str(text))
     form.get_by_role("button", name="Upload and register").click()
-    expect(page.locator("#file-error")).to_contain_text("cannot read this as a qcow2 image")
+    expect(page.locator("#file-error")).to_contain_text("This file is not a qcow2 image")
     expect(form.get_by_label("Name")).to_have_value("ubuntu-noble")
 
     form.locator("input[type=file]").set_input_files(str(cloud))
