@@ -114,6 +114,7 @@ class Plain:
         self.channel = SsmChannel(
             Stream(started["StreamUrl"], started["TokenValue"]), on_data=self.screen.add,
             on_closed=lambda: None, resume=resume, terminate=nothing,
+            checked=False,  # the Session Manager fake, on loopback
         )  # fmt: skip
         await self.channel.open()
         await self.channel.handshaken.wait()

@@ -3,6 +3,7 @@ link-local address is refused by image imports, registry references, git sources
 endpoint URLs alike, with one text, before a byte reaches the server behind it. Loopback only:
 the servers listen on 127.0.0.1/::1, and the names that "resolve" are answered in-process."""
 
+import asyncio
 import html
 import os
 import socket
@@ -14,9 +15,11 @@ import pytest
 import requests
 from django.core.exceptions import ValidationError
 from django.urls import reverse
+from websockets.sync.server import ServerConnection, serve
 
 from instances import url_fetch
 from instances.choices import GitAuth, SyncStatus
+from instances.consoles.bridges.links import Unavailable
 from instances.containerdisks.skopeo import plain_http
 from instances.egress import EgressRefused
 from instances.egress.http import pin_session, pinned_session
@@ -25,6 +28,8 @@ from instances.gitops.sync import git_source_sync
 from instances.models import ImageImport
 from instances.services.container_disks import container_image_add
 from provisioning.clouds.aws.sdk import forget_clients
+from provisioning.clouds.aws.ssm_channel import SsmChannel, Stream
+from provisioning.clouds.aws.ssm_console import SsmConsole
 from provisioning.endpoints import endpoint_refusal
 from provisioning.services.accounts import account_check, account_create
 
@@ -441,3 +446,98 @@ def test_a_proxy_in_the_environment_takes_no_cloud_client_past_the_policy(
         blocked.stop()
     assert REFUSED in said
     assert (proxied.connections, blocked.connections) == (0, 0)
+
+
+# ---- Session Manager stream URLs --------------------------------------------
+
+
+class EndpointSsm:
+    """The ssm client of a non-sandbox account whose endpoint answers StartSession with a
+    stream URL of its choosing."""
+
+    def __init__(self, stream_url: str) -> None:
+        self.stream_url, self.terminated = stream_url, []
+
+    def start_session(self, Target: str) -> dict:
+        return {"SessionId": "s-1", "StreamUrl": self.stream_url, "TokenValue": "token"}
+
+    def terminate_session(self, SessionId: str) -> None:
+        self.terminated.append(SessionId)
+
+
+def exec_refusal(stream_url: str) -> tuple[str, EndpointSsm]:
+    """What opening the exec console of an account's VM says, its endpoint naming `stream_url`."""
+    ssm = EndpointSsm(stream_url)
+    console = SsmConsole("i-0123456789abcdef0", "us-east-1", "", ssm=ssm, ec2=None)
+    with pytest.raises(Unavailable) as refused:
+        asyncio.run(console.open_link(on_data=lambda data: None, on_closed=lambda: None))
+    return str(refused.value), ssm
+
+
+@pytest.mark.parametrize("spelling", ["[::ffff:127.0.0.1]", "127.1", "0x7f000001", "[::1]"])
+@pytest.mark.parametrize("scheme", ["wss", "ws"])
+def test_a_session_manager_stream_url_refuses_every_spelling_of_a_blocked_address(
+    listener, spelling, scheme
+):
+    url = f"{scheme}://{at(spelling, listener.port)}/v1/data-channel/s-1?role=publish_subscribe"
+    said, ssm = exec_refusal(url)
+    assert REFUSED in said and ssm.terminated == ["s-1"]
+    assert listener.connections == 0
+
+
+class StreamServer:
+    """A data-channel websocket on 127.0.0.1 that records each connection's Host header and
+    what it was sent."""
+
+    def __init__(self) -> None:
+        self.hosts: list[str] = []
+        self.received: list[str | bytes] = []
+
+        def handler(ws: ServerConnection) -> None:
+            self.hosts.append(ws.request.headers["Host"] if ws.request else "")
+            for message in ws:
+                self.received.append(message)
+
+        self.server = serve(handler, "127.0.0.1", 0, compression=None)
+        self.port = self.server.socket.getsockname()[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+
+
+async def stream_opened(url: str) -> None:
+    """Open a data channel on `url`, then end it."""
+
+    async def nothing() -> None: ...
+
+    async def no_resume() -> Stream:
+        raise AssertionError("the channel did not drop")
+
+    channel = SsmChannel(Stream(url, "token"), on_data=lambda data: None,
+                         on_closed=lambda: None, resume=no_resume, terminate=nothing)  # fmt: skip
+    await channel.open()
+    channel.close()
+    await channel.ended.wait()
+
+
+def test_a_proxy_in_the_environment_takes_no_session_manager_stream_past_the_policy(proxied):
+    blocked = Listener("127.0.0.2")
+    try:
+        said, _ = exec_refusal(f"ws://blocked.example:{blocked.port}/v1/data-channel/s-1")
+    finally:
+        blocked.stop()
+    assert f"blocked.example is 127.0.0.2, {REFUSED}" in said
+    assert (proxied.connections, blocked.connections) == (0, 0)
+
+
+def test_a_session_manager_stream_connects_straight_to_the_address_checked(proxied, resolving):
+    resolving("ssmmessages.rebind.example", ["127.0.0.1", "127.0.0.2"])  # checked, then another
+    server = StreamServer()
+    try:
+        host = f"ssmmessages.rebind.example:{server.port}"
+        asyncio.run(stream_opened(f"ws://{host}/v1/data-channel/s-1?role=publish_subscribe"))
+    finally:
+        server.stop()
+    assert server.hosts == [host] and server.received  # the name kept, the token said
+    assert proxied.connections == 0

@@ -175,6 +175,18 @@ def test_the_session_resumes_after_the_network_drops(ssm, proxy, vm, operator):
         screen.sees(b"mark-kept")
 
 
+def test_a_sandbox_accounts_session_reaches_the_double_on_loopback_under_the_egress_policy(
+    ssm, proxy, vm, operator, settings
+):
+    # the product's default: loopback blocked for every account but the console's own sandbox
+    settings.ZOPDAY_EGRESS_BLOCKED_NETWORKS = ["127.0.0.0/8", "::1/128", "169.254.0.0/16"]
+    with exec_console(proxy, vm, operator) as ws:
+        screen = Screen(ws)
+        screen.control("hello")
+        ws.send(b"echo sandbox-$((2*3))\r")
+        screen.sees(b"sandbox-6")
+
+
 def test_the_keyboard_holder_ends_the_session_for_everyone(ssm, proxy, vm, operator, owner):
     with exec_console(proxy, vm, operator) as first, exec_console(proxy, vm, owner) as second:
         one, two = Screen(first), Screen(second)

@@ -68,7 +68,9 @@ class AwsVmBackend(CloudVmBackend):
                 ssm, ec2 = client_for(account, "ssm", region), client_for(account, "ec2", region)
         except CloudError as error:
             raise BackendError(f"Cannot open a Session Manager session: {error.message}") from error
-        return SsmConsole(target.vm.instance_id, region, account.role_arn, ssm, ec2)
+        return SsmConsole(
+            target.vm.instance_id, region, account.role_arn, ssm, ec2, sandbox=account.sandbox
+        )
 
     @classmethod
     def gone_message(cls, job: ProvisioningJob, instance_id: str, vm: CloudVm | None) -> str:

@@ -15,11 +15,13 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from websockets.asyncio.client import ClientConnection, connect
+from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.server import ServerConnection
-from websockets.exceptions import ConnectionClosed, InvalidHandshake
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
 from instances.consoles.bridges.links import BACKEND_WRITE_LIMIT
+from instances.egress import EgressRefused
+from instances.egress.websocket import pinned_websocket
 from provisioning.clouds.aws import ssm_messages as wire
 from provisioning.clouds.aws.ssm_messages import AgentMessage, PayloadType
 
@@ -58,7 +60,8 @@ class _Outgoing:
 
 class SsmChannel:
     """One session's data channel. `resume` asks Session Manager for a new token after a drop;
-    `terminate` ends the session there when the console closes it."""
+    `terminate` ends the session there when the console closes it. The stream URL is the
+    endpoint's word: checked by the egress policy unless `checked` is off (a sandbox account)."""
 
     def __init__(
         self,
@@ -69,8 +72,10 @@ class SsmChannel:
         resume: Callable[[], Awaitable[Stream]],
         terminate: Callable[[], Awaitable[None]],
         ca_file: str = "",
+        checked: bool = True,
     ) -> None:
         self.stream = stream
+        self.checked = checked
         self.closed = False
         self.reason = ""  # why the channel ended, said to the viewers
         self.handshaken = asyncio.Event()
@@ -101,8 +106,9 @@ class SsmChannel:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def _connect(self, stream: Stream) -> ClientConnection:
-        ws = await connect(
+        ws = await pinned_websocket(
             stream.url,
+            checked=self.checked,
             compression=None,
             open_timeout=OPEN_SECONDS,
             max_size=None,
@@ -150,6 +156,12 @@ class SsmChannel:
                 continue
             except ResumeRefused as refused:
                 self.reason = str(refused)
+                return False
+            except EgressRefused as refused:
+                self.reason = refused.message
+                return False
+            except InvalidURI as error:
+                self.reason = f"Session Manager gave a stream URL that is not one ({error})."
                 return False
             self.stats["resumed"] += 1
             for outgoing in self._unacked.values():

@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
-from websockets.exceptions import InvalidHandshake
+from websockets.exceptions import InvalidHandshake, InvalidURI
 
 from instances.consoles.bridges.links import Unavailable
+from instances.egress import EgressRefused
 from provisioning.clouds.aws.ssm_channel import ResumeRefused, SsmChannel, Stream
 
 HANDSHAKE_SECONDS = 20
@@ -20,13 +21,15 @@ _DENIED_IDENTITY = re.compile(r"User: (\S+) is not authorized")
 
 @dataclass(frozen=True)
 class SsmConsole:
-    """Where a VM's exec console is: its EC2 id and the account's ssm and ec2 clients."""
+    """Where a VM's exec console is: its EC2 id and the account's ssm and ec2 clients;
+    `sandbox`: the account is the console's own fake cloud, whose stream is on loopback."""
 
     instance_id: str
     region: str
     identity: str  # the account's role ARN, or "" for its access key's own identity
     ssm: Any = field(repr=False)
     ec2: Any = field(repr=False)
+    sandbox: bool = False
 
     async def open_link(self, on_data: Any, on_closed: Any) -> SsmChannel:
         """Start a session and open its channel; Unavailable says why AWS would not."""
@@ -49,10 +52,14 @@ class SsmConsole:
             on_closed=on_closed,
             resume=resume,
             terminate=terminate,
+            checked=not self.sandbox,
         )
         try:
             await channel.open()
-        except (OSError, TimeoutError, InvalidHandshake) as error:
+        except EgressRefused as refused:
+            await terminate()
+            raise Unavailable(refused.message) from refused
+        except (OSError, TimeoutError, InvalidHandshake, InvalidURI) as error:
             await terminate()
             raise Unavailable(
                 f"Session Manager started session {session_id} but its data channel did not "
