@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from instances import egress
+from instances.egress.netns import isolated
 from instances.egress.proxy import egress_proxy
 
 from .errors import ContainerDiskError
@@ -51,6 +52,16 @@ def refuse_blocked(registry: str) -> None:
         raise ContainerDiskError(str(error)) from None
 
 
+def _loopback_targets(registry: str) -> list[str]:
+    """Where skopeo meets a registry on this host's loopback (allowed by the policy, as
+    refuse_blocked checked): HOST:PORT, or both default ports when none is named."""
+    if not plain_http(registry):
+        return []
+    if registry.rpartition(":")[2].isdigit():
+        return [registry]
+    return [f"{registry}:443", f"{registry}:80"]
+
+
 def inspect_raw(reference: Reference, access: Access) -> bytes:
     """The manifest (or index) the reference names, byte for byte as the registry sends it."""
     return _skopeo(["inspect", "--raw"], reference, access, [f"docker://{reference}"])
@@ -68,7 +79,7 @@ def _skopeo(command: list[str], reference: Reference, access: Access, args: list
     refuse_blocked(reference.registry)
     with (
         tempfile.TemporaryDirectory(prefix="zopday-skopeo-") as private,
-        egress_proxy() as proxy,
+        egress_proxy(Path(private) / "egress.sock") as proxy,
     ):
         authfile = Path(private) / "auth.json"
         auths = {}
@@ -79,9 +90,11 @@ def _skopeo(command: list[str], reference: Reference, access: Access, args: list
         auth = "--src-authfile" if command[0] == "copy" else "--authfile"
         argv = ["skopeo", *command, f"{tls}={str(not access.insecure).lower()}",
                 f"{auth}={authfile}", "--retry-times=0", *args]  # fmt: skip
-        # Go's clients tunnel every non-loopback HTTPS connection through the proxy
+        # Go's clients tunnel every non-loopback HTTPS connection through the proxy; in a
+        # network namespace of its own, loopback holds nothing but a relay to it
+        argv, proxy_url = isolated(argv, proxy, _loopback_targets(reference.registry))
         env = {k: v for k, v in os.environ.items() if k.lower() != "no_proxy"}
-        env.update(dict.fromkeys(PROXY_VARIABLES, proxy.url))
+        env.update(dict.fromkeys(PROXY_VARIABLES, proxy_url))
         try:
             result = subprocess.run(
                 argv, capture_output=True, timeout=access.timeout, check=False, env=env
@@ -93,6 +106,12 @@ def _skopeo(command: list[str], reference: Reference, access: Access, args: list
     if result.returncode != 0 and proxy.refused:
         raise ContainerDiskError(proxy.refused[0])
     if result.returncode != 0 and proxy.unreachable:
+        if proxy.unreachable[0] == egress.split_url(f"https://{reference.registry}/").host:
+            raise ContainerDiskError(
+                f"Nothing answers as a registry at {reference.registry}: check its host name "
+                "and port.",
+                retryable=True,
+            )
         raise ContainerDiskError(
             f"Nothing answers at {proxy.unreachable[0]}: check the registry's host name and port.",
             retryable=True,

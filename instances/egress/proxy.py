@@ -9,6 +9,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from .policy import EgressRefused, checked_addresses, refuse_peer
 
@@ -23,8 +24,16 @@ class _Tunnels(socketserver.ThreadingTCPServer):
     unreachable: list[str]
 
 
+class _UnixTunnels(socketserver.ThreadingUnixStreamServer):
+    """The same proxy on a unix socket: a program in a network namespace of its own reaches it."""
+
+    daemon_threads = True
+    refused: list[str]
+    unreachable: list[str]
+
+
 class _Tunnel(socketserver.BaseRequestHandler):
-    server: _Tunnels
+    server: _Tunnels | _UnixTunnels
 
     def handle(self) -> None:
         client: socket.socket = self.request
@@ -90,20 +99,27 @@ class Proxy:
     url: str  # for HTTPS_PROXY
     refused: list[str]  # the refusals it made
     unreachable: list[str]  # hosts it could not connect to
+    socket: Path | None = None  # where it also listens, when asked
 
 
 @contextmanager
-def egress_proxy() -> Iterator[Proxy]:
-    """The proxy, listening while the block runs."""
-    server = _Tunnels(("127.0.0.1", 0), _Tunnel)
-    server.refused, server.unreachable = [], []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+def egress_proxy(unix: Path | None = None) -> Iterator[Proxy]:
+    """The proxy, listening while the block runs (also at the unix socket `unix`, if given)."""
+    refused: list[str] = []
+    unreachable: list[str] = []
+    tcp = _Tunnels(("127.0.0.1", 0), _Tunnel)
+    servers: list[_Tunnels | _UnixTunnels] = [tcp]
+    if unix is not None:
+        servers.append(_UnixTunnels(str(unix), _Tunnel))
+    threads = []
+    for server in servers:
+        server.refused, server.unreachable = refused, unreachable
+        threads.append(threading.Thread(target=server.serve_forever, daemon=True))
+        threads[-1].start()
     try:
-        yield Proxy(
-            f"http://127.0.0.1:{server.server_address[1]}", server.refused, server.unreachable
-        )
+        yield Proxy(f"http://127.0.0.1:{tcp.server_address[1]}", refused, unreachable, unix)
     finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+        for server, thread in zip(servers, threads, strict=True):
+            server.shutdown()
+            server.server_close()
+            thread.join()
