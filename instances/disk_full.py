@@ -29,6 +29,8 @@ DISK_FULL_TEXTS = ("database or disk is full", "no space left on device", "could
 # 16 MiB, or a sixteenth of a smaller filesystem.
 RESERVE_BYTES = 16 * 2**20
 RESERVE_CHECK_SECONDS = 60.0
+FULL_TOLD_SECONDS = 60.0
+full_told_at = [float("-inf")]
 
 
 def is_disk_full(error: BaseException | None) -> bool:
@@ -57,7 +59,17 @@ def unless_disk_full(what: str) -> Iterator[None]:
     except DatabaseError as error:
         if not is_disk_full(error):
             raise
-        log.warning("%s was not saved: the disk is full", what)
+        disk_full_told(f"{what} was not saved")
+
+
+def disk_full_told(what: str) -> None:
+    """What a full disk stopped, in one WARNING a minute at most (to stderr: the terminal and
+    the journal get it though no log file can be written), else at INFO."""
+    if time.monotonic() - full_told_at[0] < FULL_TOLD_SECONDS:
+        log.info("%s: the disk is full", what)
+        return
+    full_told_at[0] = time.monotonic()
+    log.warning("The disk is full (%s). Free space on the host: nothing is saved meanwhile.", what)
 
 
 def last_login_update(sender: Any, user: Any, **kwargs: object) -> None:
@@ -96,7 +108,7 @@ def freeing_space(work: Callable[[], T]) -> T:
         if not is_disk_full(error) or not reserve_path().exists():
             raise
     reserve_path().unlink(missing_ok=True)
-    log.warning("the disk is full: its reserve was given up so that a deletion can free space")
+    disk_full_told("its reserve was given up so that a deletion can free space")
     return work()
 
 
@@ -118,6 +130,6 @@ class DiskFullMiddleware:
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if not is_disk_full(exception):
             return None
-        log.warning("%s %s refused: the disk is full", request.method, request.path)
+        disk_full_told(f"{request.method} {request.path} refused")
         context = {"message": DISK_FULL_MESSAGE}
         return render(request, "503.html", context, status=503)

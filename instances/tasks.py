@@ -16,6 +16,7 @@ from django.db import close_old_connections
 from instances.backends import LOCAL_BACKENDS
 from instances.backends.base import BackendError
 from instances.choices import SyncTrigger
+from instances.disk_full import disk_full_told, is_disk_full
 from instances.gitops import sync
 from instances.models import GitSource, Instance
 from instances.power_operations import POWER, POWER_OPERATIONS, PowerOperation
@@ -141,6 +142,9 @@ class DeviceTask(HostTask):
 
     def on_failure(self, exc, task_id, args, kwargs, einfo):  # type: ignore[no-untyped-def]
         message = exc.message if isinstance(exc, BackendError) else "see the worker's log."
+        if is_disk_full(exc) and not isinstance(exc, BackendError):
+            message = "the host's disk is full: free space on it, then try again."
+            disk_full_told(f"{self.name} failed")
         close_old_connections()  # the error may have been the database's
         try:
             device_work.device_task_failed(self.name, args[0], message)

@@ -58,6 +58,9 @@ class Disk(NamedInProject, models.Model):
         editable=False,
         help_text="The image digest a container disk runs: pinned at its first pull.",
     )
+    message = models.CharField(
+        max_length=300, blank=True, editable=False, help_text="Why its last hot-plug failed."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     name_taken = "A disk named {name} already exists in this project: choose another name."

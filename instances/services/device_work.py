@@ -4,11 +4,14 @@ is now and leaves the instance alone once it no longer runs."""
 
 from collections.abc import Sequence
 
+from django.db import transaction
+from django.db.models import F
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from instances.backends import backend_named
 from instances.choices import CarrierState, LinkState, Outcome, PowerState
-from instances.models import Disk, NetworkInterface
+from instances.models import Disk, Instance, NetworkInterface
 from instances.services import snapshot_work
 from instances.services.audit import audit_record
 from instances.specs import disk_spec, machine_spec
@@ -73,14 +76,33 @@ def device_task_failed(task_name: str, object_id: int | list[int], message: str)
     device = model._default_manager.select_related("instance__project").filter(pk=object_id).first()
     if device is None or device.instance is None:
         return
+    told = f"{work.format(name=device.name)} failed: {message}"
+    if task_name == "instances.disk_hotplug" and isinstance(device, Disk):
+        told = hotplug_failed(device, told)
     audit_record(
         actor=None,
         action=task_name.replace("instances.", "instance."),
         project=device.instance.project,
         target=device.instance,
         outcome=Outcome.FAILURE,
-        message=f"{work.format(name=device.name)} failed: {message}",
+        message=told,
     )
+
+
+def hotplug_failed(disk: Disk, told: str) -> str:
+    """A disk the running machine never took is not recorded attached: it is left free, its row
+    saying why, and its plug is given back (the backend removed any file it made)."""
+    instance = disk.instance
+    assert instance is not None
+    with transaction.atomic():
+        if not Disk.objects.filter(pk=disk.pk, instance=instance).update(
+            instance=None, message=told[:300]
+        ):
+            return told
+        Instance.objects.filter(pk=instance.pk).update(
+            hotplugged_disks=Greatest(F("hotplugged_disks") - 1, 0)
+        )
+    return f"{told} {disk.name} was left detached."
 
 
 def cdrom_change(disk_id: int) -> None:

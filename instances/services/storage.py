@@ -112,7 +112,7 @@ def disk_attach(*, disk: Disk, instance: Instance, actor: AbstractBaseUser) -> N
         disk.full_clean()
         # the disk was read before this transaction: it is taken only if still free (or ours)
         if not Disk.objects.filter(Q(instance=None) | Q(instance=instance), pk=disk.pk).update(
-            instance=instance, backend=instance.backend, host=instance.host
+            instance=instance, backend=instance.backend, host=instance.host, message=""
         ):
             holder = Disk.objects.filter(pk=disk.pk).values_list("instance__name", flat=True)
             if not holder:

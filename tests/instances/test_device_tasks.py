@@ -1,6 +1,8 @@
 """Device tasks on the worker: errors the backend calls retryable are tried again; a task that
 fails for good says so on the instance. (Snapshots: test_snapshots.)"""
 
+import errno
+
 import pytest
 
 from instances import tasks
@@ -13,7 +15,7 @@ from instances.services import device_work
 class PluggingBackend:
     name = "plugging"
 
-    def __init__(self, error: BackendError) -> None:
+    def __init__(self, error: Exception) -> None:
         self.error = error
         self.calls = 0
 
@@ -30,9 +32,25 @@ def test_a_hotplug_that_fails_says_so_on_the_instance(on_backend):
     assert backend.calls == 1
     event = AuditEvent.objects.get(action="instance.disk_hotplug")
     assert (event.outcome, event.target_id) == (Outcome.FAILURE, str(instance.pk))
-    assert (
-        event.message == "Plugging in web-1-root failed: No free PCIe root port for another disk."
+    assert event.message == (
+        "Plugging in web-1-root failed: No free PCIe root port for another disk. "
+        "web-1-root was left detached."
     )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_hotplug_that_finds_the_host_disk_full_leaves_the_disk_free_saying_why(on_backend):
+    backend = PluggingBackend(OSError(errno.ENOSPC, "No space left on device"))
+    instance = on_backend(backend, power_state=PowerState.RUNNING, hotplugged_disks=1)
+    disk = instance.disks.get()
+    assert tasks.disk_hotplug.apply(args=[disk.pk]).failed()
+    disk.refresh_from_db()
+    assert disk.instance is None
+    assert disk.message == (
+        "Plugging in web-1-root failed: the host's disk is full: free space on it, then try again."
+    )
+    instance.refresh_from_db()
+    assert instance.hotplugged_disks == 0
 
 
 class LinkBackend:

@@ -4,6 +4,7 @@ reading pages, calling the API with a token and removing an image still work; a 
 
 import html
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -11,8 +12,10 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from django.db import OperationalError
 
-from instances.disk_full import DISK_FULL_MESSAGE
+from instances import disk_full
+from instances.disk_full import DISK_FULL_MESSAGE, unless_disk_full
 
 pytestmark = pytest.mark.integration
 
@@ -49,3 +52,16 @@ def test_a_full_run_folder_lets_users_in_and_refuses_writes_saying_why(full_run_
     assert answers["image removed"] == [302, False]  # the console frees space itself
     status, page = answers["start refused to a viewer"]  # its audit event cannot be stored
     assert status == 200 and "Needs the operator role." in html.unescape(page)
+
+
+@pytest.mark.django_db
+def test_a_full_disk_is_told_in_one_warning_a_minute_however_often_it_is_met(caplog, monkeypatch):
+    monkeypatch.setattr(disk_full, "full_told_at", [float("-inf")])
+    for _ in range(3):
+        with unless_disk_full("the last login time"):
+            raise OperationalError("could not extend file: No space left on device")
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warnings == [
+        "The disk is full (the last login time was not saved). Free space on the host: "
+        "nothing is saved meanwhile."
+    ]

@@ -12,6 +12,7 @@ from instances.holds import hold_point
 from .cmdline import node_name, qcow2_node
 from .images import GIB
 from .qmp import CommandRefused, Monitor
+from .run_folder import RunFolder
 from .runs import QemuRuns
 
 
@@ -42,34 +43,44 @@ class QemuDevices(QemuRuns):
             if disk.role != "cdrom":
                 pid = self._live_pid(run)
                 self._require_disks_free(run, dataclasses.replace(spec, disks=(disk,)), pid)
+            made = disk.role != "cdrom" and not run.disk_path(disk.name).exists()
             self._create_disk(run, disk)
-            if self._settle(run).power is Power.STOPPED:
-                return
-            if disk.role == "cdrom" or disk.bus != "virtio":
-                raise BackendError(
-                    "SATA disks and CD-ROMs can only be added while the machine is stopped."
-                )
-            monitor = self._monitor(run)
-            if self._device_type(monitor, disk.name) is not None:
-                return
-            device: dict[str, Any] = {
-                "driver": "virtio-blk-pci",
-                "id": disk.name,
-                "drive": node_name(disk.name),
-                "bus": self._free_root_port(monitor),
-            }
-            if disk.serial:
-                device["serial"] = disk.serial
-            nodes = {node["node-name"] for node in monitor.execute("query-named-block-nodes")}
-            if device["drive"] not in nodes:
-                monitor.execute("blockdev-add", qcow2_node(disk, run.disk_path(disk.name)))
-            hold_point("hotplug.block-added")
             try:
-                monitor.execute("device_add", device)
-            except BackendError:
-                with contextlib.suppress(BackendError):  # the first error is the one to tell
-                    monitor.execute("blockdev-del", {"node-name": device["drive"]})
+                self._plug(run, disk)
+            except Exception:
+                if made:  # a disk file this plug made must not outlive it (nor fill the disk)
+                    run.disk_path(disk.name).unlink(missing_ok=True)
                 raise
+
+    def _plug(self, run: RunFolder, disk: DiskSpec) -> None:
+        """Hot-plug a disk whose file is made, unless its machine is stopped."""
+        if self._settle(run).power is Power.STOPPED:
+            return
+        if disk.role == "cdrom" or disk.bus != "virtio":
+            raise BackendError(
+                "SATA disks and CD-ROMs can only be added while the machine is stopped."
+            )
+        monitor = self._monitor(run)
+        if self._device_type(monitor, disk.name) is not None:
+            return
+        device: dict[str, Any] = {
+            "driver": "virtio-blk-pci",
+            "id": disk.name,
+            "drive": node_name(disk.name),
+            "bus": self._free_root_port(monitor),
+        }
+        if disk.serial:
+            device["serial"] = disk.serial
+        nodes = {node["node-name"] for node in monitor.execute("query-named-block-nodes")}
+        if device["drive"] not in nodes:
+            monitor.execute("blockdev-add", qcow2_node(disk, run.disk_path(disk.name)))
+        hold_point("hotplug.block-added")
+        try:
+            monitor.execute("device_add", device)
+        except BackendError:
+            with contextlib.suppress(BackendError):  # the first error is the one to tell
+                monitor.execute("blockdev-del", {"node-name": device["drive"]})
+            raise
 
     def detach_disk(self, machine_id: str, disk_name: str) -> None:
         """Unplug a virtio disk from a running machine (the guest must let go); keeps the file."""

@@ -1,6 +1,7 @@
 """A real guest whose disk lives on a filesystem that fills up: QEMU pauses it at the write,
 the console says Paused (disk full) and what to do, refuses to plug a disk meanwhile, and
-Resume lets the guest run on once space is freed.
+Resume lets the guest run on once space is freed. A disk plugged into a running guest while
+the disk is full is left free, saying why, with no file made.
 
 The machines live on a tmpfs of a few MiB this test mounts (as root) and unmounts.
 """
@@ -14,14 +15,16 @@ from pathlib import Path
 
 import pytest
 
+from instances import tasks
 from instances.backends import backend_named
 from instances.backends.base import BackendError
 from instances.choices import DiskBus, PowerState
 from instances.errors import ActionRefused
-from instances.models import Disk, Instance
+from instances.models import AuditEvent, Disk, Instance
 from instances.power_operations import POWER
 from instances.services import machines, power, reconciler, storage
 from instances.services.instances import DiskRequest
+from instances.specs import disk_spec
 from tests import factories
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -120,3 +123,40 @@ def test_a_guest_paused_on_a_full_disk_reads_so_refuses_a_plug_and_resumes_once_
     assert reconciled(vm).power_state == PowerState.RUNNING
     claimed_and_run(vm, "force_stop", operator)
     assert vm.power_state == PowerState.STOPPED
+
+
+def test_a_disk_plugged_while_the_host_disk_is_full_is_left_free_saying_why(
+    small_disk, project, operator, host_queue_of
+):
+    lan = factories.SubnetFactory(
+        project=project, name="lan", cidr_v4="10.88.0.0/24", gateway="10.88.0.1", dns_resolvers=""
+    )
+    vm = factories.demo_instance(
+        actor=operator, image=factories.demo_image(), subnet=lan, name="full-2", ip="10.88.0.10"
+    )
+    host_queue_of(vm)  # no worker reads its host's queue: this test does the host's work
+    claimed_and_run(vm, "start", operator)
+    assert vm.power_state == PowerState.RUNNING
+    backend = backend_named("qemu")
+    ballast = small_disk / "ballast"  # every byte left: not even a new disk's header fits
+    with contextlib.suppress(OSError), ballast.open("wb") as filling:
+        while True:
+            filling.write(b"\1" * MIB)
+            filling.flush()
+
+    more = storage.disk_add(instance=vm, actor=operator, name="more", size_gb=1, bus=DiskBus.VIRTIO)
+    assert tasks.disk_hotplug.apply(args=[more.pk]).failed()
+    more.refresh_from_db()
+    assert more.instance is None and "No space left on device" in more.message
+    assert not backend._run_folder(vm.machine_id).disk_path(disk_spec(more).name).exists()
+    event = AuditEvent.objects.get(action="instance.disk_hotplug")
+    assert event.message.endswith("more was left detached.")
+    assert Instance.objects.get(pk=vm.pk).hotplugged_disks == 0
+
+    ballast.unlink()
+    storage.disk_attach(disk=more, instance=vm, actor=operator)
+    assert tasks.disk_hotplug.apply(args=[more.pk]).successful()
+    more.refresh_from_db()
+    assert more.instance == vm and more.message == ""
+    assert backend._run_folder(vm.machine_id).disk_path(disk_spec(more).name).exists()
+    claimed_and_run(vm, "force_stop", operator)
