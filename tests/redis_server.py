@@ -67,11 +67,14 @@ class RedisServer:
 @contextmanager
 def celery_app_on(url: str) -> Iterator[None]:
     """The test process's Celery app sends to (and reads from) the broker at url meanwhile."""
+    from kombu import pools
+
     from zopday.celery import app
 
     def drop_connections() -> None:
-        if app._pool is not None:
-            app._pool.force_close_all()
+        # kombu keeps one pool per broker in a registry of its own: a pool closed but left
+        # there would be handed back to the app for the same broker later
+        pools.reset()
         app._pool = None
         app.amqp._producer_pool = None
 
