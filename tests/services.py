@@ -26,7 +26,10 @@ def start_celery_worker(log_path: Path) -> subprocess.Popen:
     a worker of their own, start_celery_worker_on); returns once it answers a ping."""
     from zopday.celery import app
 
-    env = {**os.environ, "DATABASE_URL": database_url_for_children(), "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ, "DATABASE_URL": database_url_for_children(), "PYTHONUNBUFFERED": "1",
+        "ZOPDAY_OUTBOX_RELAY": "false",  # the outbox tests' own (start_celery_worker_on)
+    }  # fmt: skip
     queues = f"celery,host.{settings.ZOPDAY_HOST}"
     process = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "zopday", "worker", "--pool", "threads", "-c", "4",
@@ -90,9 +93,11 @@ def start_celery_worker_on(
     from zopday.celery import app
 
     name = f"w{time.monotonic_ns()}@{settings.ZOPDAY_HOST}"
+    # Relaying is the outbox tests' own: a worker on the suite's broker would otherwise take a
+    # message those tests' private broker is meant to carry.
     full_env = {
         **os.environ, "DATABASE_URL": database_url_for_children(), "PYTHONUNBUFFERED": "1",
-        **(env or {}),
+        "ZOPDAY_OUTBOX_RELAY": "false", **(env or {}),
     }  # fmt: skip
     process = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "zopday", "worker", "--pool", "threads", "-c", "4",

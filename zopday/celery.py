@@ -40,9 +40,12 @@ def reconcile_this_host(**kwargs: object) -> None:
 @signals.worker_ready.connect
 def relay_the_outbox(**kwargs: object) -> None:
     """Every worker publishes the messages its broker missed (instances.services.outbox)."""
+    from django.conf import settings
+
     from instances.services.outbox import outbox_relay_start
 
-    outbox_relay_start()
+    if settings.ZOPDAY_OUTBOX_RELAY:
+        outbox_relay_start()
 
 
 @signals.task_prerun.connect

@@ -185,6 +185,9 @@ REDIS_SOCKET = RUN_DIR / "redis.sock"
 REDIS_URL = env("REDIS_URL") or f"redis+socket://{REDIS_SOCKET}"
 
 CELERY_BROKER_URL = REDIS_URL
+# Whether this process's Celery workers relay the outbox (what a broker missed) to that broker:
+# every worker does by default; a worker on another broker than its database's must not.
+ZOPDAY_OUTBOX_RELAY = envbool("ZOPDAY_OUTBOX_RELAY", default=True)
 CELERY_RESULT_BACKEND = REDIS_URL
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"

@@ -98,7 +98,7 @@ def test_where_rows_cannot_be_locked_one_relay_publishes_at_a_time(broker, setti
 def host_worker(broker, machines_root, tmp_path):
     """A real worker on a host of its own, on the private Redis."""
     host = f"ob-{uuid.uuid4().hex[:8]}"
-    env = {"ZOPDAY_HOST": host, "REDIS_URL": broker.url}
+    env = {"ZOPDAY_HOST": host, "REDIS_URL": broker.url, "ZOPDAY_OUTBOX_RELAY": "true"}
     process = start_celery_worker_on(tmp_path / "worker.log", f"host.{host}", env)
     yield host
     stop(process)
