@@ -19,7 +19,8 @@ PR_SET_PDEATHSIG = 1
 HEAD_MAX = 16 * 1024
 
 
-def _pump(source: socket.socket, target: socket.socket) -> None:
+def pump(source: socket.socket, target: socket.socket) -> None:
+    """Copy source to target until either side closes, then end both."""
     with contextlib.suppress(OSError):
         while data := source.recv(65536):
             target.sendall(data)
@@ -48,9 +49,9 @@ def _serve(client: socket.socket, path: str, target: str) -> None:
                 return
         except OSError:
             return
-        back = threading.Thread(target=_pump, args=(proxy, client), daemon=True)
+        back = threading.Thread(target=pump, args=(proxy, client), daemon=True)
         back.start()
-        _pump(client, proxy)
+        pump(client, proxy)
         back.join()
 
 

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from .netns_relay import pump
 from .policy import EgressRefused, checked_addresses, refuse_peer
 
 HEAD_MAX = 16 * 1024
@@ -79,15 +80,6 @@ class _Tunnel(socketserver.BaseRequestHandler):
 
 def _relay(one: socket.socket, other: socket.socket) -> None:
     """Copy both ways until either side closes."""
-
-    def pump(source: socket.socket, target: socket.socket) -> None:
-        with contextlib.suppress(OSError):
-            while data := source.recv(65536):
-                target.sendall(data)
-        for end in (source, target):  # one side done: the other pump ends too
-            with contextlib.suppress(OSError):
-                end.shutdown(socket.SHUT_RDWR)
-
     back = threading.Thread(target=pump, args=(other, one), daemon=True)
     back.start()
     pump(one, other)
